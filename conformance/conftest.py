@@ -1,0 +1,141 @@
+"""Fixtures of the conformance suite: real perf inside the matrix's cell images.
+
+Cells come from matrix.yaml: `--cell NAME` (repeatable; `all` for every cell),
+else $CPYTHON_PERF_CELLS (space-separated), else the matrix's smoke cells.
+Every test here runs containers and is marked `container`.
+
+A cell whose source cannot be had, or in which perf is not permitted, is
+skipped with the reason; it never passes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cpython_perf import build, containers, host
+from cpython_perf.errors import DockerUnavailable, PerfNotPermitted, SourceUnavailable, UnknownCell
+from cpython_perf.matrix import load_matrix
+
+MATRIX = load_matrix()
+SCRIPTS = Path(__file__).parent / "scripts"
+_REQUIRES = re.compile(r"^#\s*requires:\s*(.*)$", re.M)
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("cpython-perf")
+    group.addoption("--cell", action="append", default=[], dest="cells",
+                    help="matrix cell to check (repeatable; 'all' for every cell)")
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if Path(str(item.fspath)).is_relative_to(Path(__file__).parent):
+            item.add_marker(pytest.mark.container)
+
+
+def selected_cells(config):
+    names = config.getoption("cells") or os.environ.get("CPYTHON_PERF_CELLS", "").split() or list(MATRIX.smoke_cells)
+    if "all" in names:
+        return list(MATRIX.cells.values())
+    try:
+        return [MATRIX.cell(n) for n in names]
+    except UnknownCell as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def check_script_requirements(path: Path) -> set[str]:
+    """Perf modes a check script needs, from its '# requires: perf perf_jit' line."""
+    m = _REQUIRES.search(path.read_text())
+    return set(m.group(1).replace(",", " ").split()) if m else set()
+
+
+def check_scripts() -> list[Path]:
+    return sorted(SCRIPTS.glob("check_*.py"))
+
+
+def pytest_generate_tests(metafunc):
+    cells = selected_cells(metafunc.config)
+    names = metafunc.fixturenames
+    if "cell_mode" in names:
+        params = [(c, m) for c in cells for m in c.modes]
+        metafunc.parametrize("cell_mode", params, ids=[f"{c.name}-{m}" for c, m in params])
+    elif "cell_check" in names:
+        params = [(c, s) for c in cells for s in check_scripts()
+                  if c.modes and check_script_requirements(s) <= set(c.modes)]
+        metafunc.parametrize("cell_check", params, ids=[f"{c.name}-{s.stem}" for c, s in params])
+    elif "cell" in names:
+        metafunc.parametrize("cell", cells, ids=[c.name for c in cells])
+
+
+@pytest.fixture(scope="session")
+def docker_client():
+    try:
+        return host.docker_client()
+    except DockerUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+_images: dict[str, str | BaseException] = {}
+
+
+def image_for(cell, docker_client) -> str:
+    """The cell's current image (built once per session if missing or stale)."""
+    if cell.name not in _images:
+        try:
+            _images[cell.name] = build.ensure_cell_image(cell, MATRIX)
+        except SourceUnavailable as exc:
+            _images[cell.name] = exc
+    got = _images[cell.name]
+    if isinstance(got, SourceUnavailable):
+        pytest.skip(f"{cell.name}: source not available here: {str(got).splitlines()[0]}")
+    return got
+
+
+def perf_cap_for(image: str, docker_client) -> str:
+    try:
+        return containers.perf_capability(docker_client, image)
+    except PerfNotPermitted as exc:
+        pytest.skip(str(exc))
+
+
+class CellRunner:
+    """Runs commands in one cell image with /src and /tmp mounted from the test's directory."""
+
+    def __init__(self, client, image: str, workdir: Path, cap: str | None):
+        self.client, self.image, self.workdir, self.cap = client, image, workdir, cap
+        self.src = workdir / "src"
+        self.tmp = workdir / "tmp"
+
+    def run(self, command, env=None, timeout=900, perf=True) -> containers.RunResult:
+        return containers.run(
+            self.client, self.image, command,
+            mounts={self.src: "/src", self.tmp: "/tmp"},
+            cap_add=[self.cap] if (perf and self.cap) else [],
+            env=env, timeout=timeout,
+        )
+
+
+def _workdir(tmp_path: Path) -> Path:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "tmp").mkdir()
+    os.chmod(tmp_path / "tmp", 0o1777)
+    for script in SCRIPTS.glob("*.py"):
+        shutil.copy2(script, tmp_path / "src" / script.name)
+    return tmp_path
+
+
+@pytest.fixture
+def runner_for(docker_client, tmp_path):
+    """runner_for(cell, perf=True) -> CellRunner for that cell."""
+
+    def make(cell, perf=True):
+        image = image_for(cell, docker_client)
+        cap = perf_cap_for(image, docker_client) if perf else None
+        return CellRunner(docker_client, image, _workdir(tmp_path), cap)
+
+    return make

@@ -1,0 +1,58 @@
+"""The howto's seed: py::foo under py::bar under py::baz under py::<module>.
+
+For each perf mode a cell claims and each way of turning support on
+(-X, environment variable, sys API around the run), perf records the howto's
+script inside the cell and the parsed samples must show the chain, leaf to
+root, in at least half of the samples taken inside foo.  Without activation
+no py:: frame may appear at all.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from cpython_perf import perf_runs
+from cpython_perf.perf_samples import chain_report, parse_perf_script, py_symbol, python_frame_count
+
+SCRIPT = "/src/script.py"
+SEED_CHAIN = [py_symbol(f, SCRIPT) for f in ("foo", "bar", "baz", "<module>")]
+MIN_CHAIN_FRACTION = 0.5   # of the samples inside foo
+MIN_COVERAGE = 0.3         # samples inside foo / samples of the process (foo's loop dominates the run)
+
+
+def record(runner, cell, mode, activation):
+    run = perf_runs.perf_run(cell, mode, activation, SCRIPT)
+    result = runner.run(run.shell, timeout=900)
+    assert result.exit_code == 0, f"perf run failed in {runner.image}:\n{run.shell}\n{result.stderr[-4000:]}"
+    return parse_perf_script((runner.src / run.output).read_text(errors="replace"))
+
+
+@pytest.mark.parametrize("activation", perf_runs.ACTIVATIONS)
+def test_seed_chain(cell_mode, activation, runner_for, record_property):
+    cell, mode = cell_mode
+    runner = runner_for(cell)
+    samples = record(runner, cell, mode, activation)
+    report = chain_report(samples, SEED_CHAIN)
+    record_property("chain_fraction", round(report.fraction, 4))
+    record_property("inside_foo", report.inside_samples)
+    record_property("process_samples", report.process_samples)
+    print(report.summary())
+    assert report.process_samples >= 50, f"too few samples of the Python process: {report.summary()}"
+    assert report.coverage >= MIN_COVERAGE, (
+        f"py::foo is missing from most samples ({mode}, {activation}): {report.summary()}"
+    )
+    assert report.fraction >= MIN_CHAIN_FRACTION, (
+        f"chain broken ({mode}, {activation}): {report.summary()}; e.g. {report.example_bad[:3]}"
+    )
+
+
+def test_no_python_frames_without_activation(cell, runner_for):
+    """Negative control: the same recording without -X perf shows C frames only."""
+    runner = runner_for(cell)
+    samples = record(runner, cell, None, "xoption")
+    process = [s for s in samples if s.comm.startswith("python")]
+    assert len(process) >= 50, f"perf recorded only {len(process)} samples of the Python process"
+    assert any(f.symbol.startswith("_PyEval_EvalFrame") for s in process for f in s.frames), (
+        "no sample shows the interpreter's eval loop: symbols are not resolved"
+    )
+    assert python_frame_count(samples) == 0, "py:: frames appeared although no perf support was activated"

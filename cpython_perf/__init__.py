@@ -1,0 +1,15 @@
+"""Driver of the cpython-perf build recipes and conformance suite.
+
+One module per concern:
+  matrix        load and validate matrix.yaml and recipes/
+  sources       fetch, verify (sha256) and cache source tarballs
+  patches       quilt series, DEP-3 headers, applying a series
+  render        Jinja templates of docker/
+  host          host tools (docker.io, mmdebstrap) and the Docker engine
+  images        base image and cell images (Docker SDK builds)
+  containers    running commands in a cell; perf capability probe
+  perf_runs     the perf command lines of each perf mode
+  perf_samples  parsing `perf script` output; call-chain measurements
+  build         the operations the command line and the tests use
+  cli           `python -m cpython_perf ...`
+"""

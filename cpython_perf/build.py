@@ -1,0 +1,39 @@
+"""The operations behind `nox -s build-<cell>` and the conformance fixtures."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from . import host, images, render
+from .matrix import Cell, Matrix, load_matrix
+
+
+def build_cell(cell: Cell, matrix: Matrix | None = None, log=print, base_mode: str | None = None,
+               cache_dir: Path | None = None) -> dict:
+    """Fetch, check, and build the cell's image; return timings and the tag."""
+    matrix = matrix or load_matrix()
+    started = time.monotonic()
+    inputs = images.cell_inputs(cell, matrix.base_suite, cache_dir, log)
+    client = host.docker_client(log)
+    images.build_cell_image(client, inputs, matrix.base_suite, log, base_mode)
+    seconds = time.monotonic() - started
+    log(f"built {cell.image} in {seconds:.1f} s")
+    return {"cell": cell.name, "image": cell.image, "seconds": seconds, "inputs": inputs.digest}
+
+
+def ensure_cell_image(cell: Cell, matrix: Matrix | None = None, log=print) -> str:
+    """The cell's image tag, building it first unless an image of the same inputs exists."""
+    matrix = matrix or load_matrix()
+    inputs = images.cell_inputs(cell, matrix.base_suite, None, log)
+    client = host.docker_client(log)
+    if not images.image_is_current(client, inputs):
+        log(f"{cell.image} is missing or stale; building it")
+        images.build_cell_image(client, inputs, matrix.base_suite, log)
+    return cell.image
+
+
+def rendered_dockerfile(cell: Cell, matrix: Matrix | None = None) -> str:
+    matrix = matrix or load_matrix()
+    base = render.base_image_tag(matrix.base_suite, render.base_packages())
+    return render.render_cell_dockerfile(cell, base)

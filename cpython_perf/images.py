@@ -1,0 +1,208 @@
+"""Build the base image and the per-cell images with the Docker SDK.
+
+Base image, two ways from one package list (docker/base-packages.txt):
+  registry   FROM debian:<suite>-slim + apt-get install, where an image registry answers;
+  bootstrap  mmdebstrap --variant=apt --include=<list> + `docker import`, where none does.
+`auto` uses the registry if debian:<suite>-slim is present or can be pulled.
+
+Cell images are tagged cpython-perf:<cell> only when `docker build` succeeds,
+and carry a label with the digest of every input (Dockerfile, build script,
+tarball hash, patches, additions), so a stale image is never taken for the
+current one.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import host, patches, render, sources
+from .errors import DriverError, ImageBuildFailed
+from .matrix import PROJECT_ROOT, Cell
+
+BASE_MODE_ENV = "CPYTHON_PERF_BASE_MODE"
+BASE_MODES = ("auto", "registry", "bootstrap")
+INPUTS_LABEL = "org.cpython-perf.inputs"
+ADDITIONS_ROOT = PROJECT_ROOT / "Python-additions"
+
+
+# --------------------------------------------------------------------------
+# base image
+
+
+def ensure_base_image(client, suite: str, mode: str | None = None, log=print) -> str:
+    """Return the tag of the base image, creating it if it does not exist."""
+    packages = render.base_packages()
+    tag = render.base_image_tag(suite, packages)
+    if _image_exists(client, tag):
+        return tag
+    mode = mode or os.environ.get(BASE_MODE_ENV, "auto")
+    if mode not in BASE_MODES:
+        raise DriverError(f"base image mode {mode!r} is not one of {', '.join(BASE_MODES)} (set by {BASE_MODE_ENV} or --base-mode)")
+    if mode == "auto":
+        mode = "registry" if _registry_base_available(client, suite, log) else "bootstrap"
+    started = time.monotonic()
+    if mode == "registry":
+        dockerfile = render.render_base_dockerfile(suite, packages)
+        with tempfile.TemporaryDirectory(prefix="cpython-perf-base-") as ctx:
+            Path(ctx, "Dockerfile").write_text(dockerfile)
+            _docker_build(client, Path(ctx), tag, log)
+    else:
+        _bootstrap_base(client, suite, packages, tag, log)
+    log(f"base image {tag} ready ({mode} mode, {time.monotonic() - started:.0f} s)")
+    return tag
+
+
+def _registry_base_available(client, suite: str, log) -> bool:
+    ref = f"debian:{suite}-slim"
+    if _image_exists(client, ref):
+        return True
+    try:
+        client.images.pull("debian", tag=f"{suite}-slim")
+        return True
+    except Exception as exc:
+        first = str(exc).splitlines()[0][:200]
+        log(f"no image registry answers ({first}); bootstrapping the base image with mmdebstrap")
+        return False
+
+
+def _bootstrap_base(client, suite: str, packages: list[str], tag: str, log) -> None:
+    host.ensure_commands({"mmdebstrap": "mmdebstrap"}, log)
+    entry = sources.machine_archive_entry()
+    repository, _, version = tag.partition(":")
+    with tempfile.TemporaryDirectory(prefix="cpython-perf-rootfs-", dir=_scratch_dir()) as tmp:
+        tar = Path(tmp) / "rootfs.tar"
+        cmd = ["mmdebstrap", "--variant=apt", f"--include={','.join(packages)}", suite, str(tar),
+               f"deb {entry['uri']} {suite} main"]
+        log("$ " + " ".join(cmd))
+        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise ImageBuildFailed(f"mmdebstrap failed (exit {proc.returncode}):\n{proc.stderr.strip()[-3000:]}")
+        log(f"importing {tar.stat().st_size // (1 << 20)} MiB rootfs as {tag}")
+        client.api.import_image_from_file(str(tar), repository=repository, tag=version)
+    if not _image_exists(client, tag):
+        raise ImageBuildFailed(f"docker import did not create {tag}")
+
+
+def _scratch_dir() -> str | None:
+    cache = sources.default_cache_dir().parent
+    cache.mkdir(parents=True, exist_ok=True)
+    return str(cache)
+
+
+def _image_exists(client, ref: str) -> bool:
+    import docker.errors
+
+    try:
+        client.images.get(ref)
+        return True
+    except docker.errors.ImageNotFound:
+        return False
+
+
+# --------------------------------------------------------------------------
+# cell images
+
+
+@dataclass
+class CellInputs:
+    """Everything a cell image is made from, and its digest."""
+
+    cell: Cell
+    base_tag: str
+    tarball: Path
+    patches: list[patches.Patch]
+    digest: str
+
+
+def cell_inputs(cell: Cell, suite: str, cache_dir: Path | None = None, log=print) -> CellInputs:
+    """Fetch the cell's source (may raise SourceUnavailable) and digest its inputs."""
+    tarball = sources.fetch_source(cell.recipe, cache_dir, log)
+    series = patches.read_series(cell.series) if cell.series else []
+    base_tag = render.base_image_tag(suite, render.base_packages())
+    digest = hashlib.sha256()
+    for part in (
+        render.render_cell_dockerfile(cell, base_tag).encode(),
+        render.BUILD_SCRIPT.read_bytes(),
+        cell.recipe.sha256.encode(),
+        cell.series.read_bytes() if cell.series else b"",
+        *(p.path.read_bytes() for p in series),
+        *((rel.encode() + (ADDITIONS_ROOT / rel).read_bytes()) for rel in cell.additions),
+    ):
+        digest.update(hashlib.sha256(part).digest())
+    return CellInputs(cell, base_tag, tarball, series, digest.hexdigest())
+
+
+def image_is_current(client, inputs: CellInputs) -> bool:
+    import docker.errors
+
+    try:
+        image = client.images.get(inputs.cell.image)
+    except docker.errors.ImageNotFound:
+        return False
+    return (image.labels or {}).get(INPUTS_LABEL) == inputs.digest
+
+
+def prepare_context(inputs: CellInputs, ctx: Path) -> str:
+    """Fill a build context directory; return the rendered Dockerfile."""
+    cell = inputs.cell
+    dockerfile = render.render_cell_dockerfile(cell, inputs.base_tag, inputs.digest)
+    (ctx / "Dockerfile").write_text(dockerfile)
+    shutil.copy2(render.BUILD_SCRIPT, ctx / "build-cpython.sh")
+    try:
+        os.link(inputs.tarball, ctx / cell.recipe.filename)
+    except OSError:
+        shutil.copy2(inputs.tarball, ctx / cell.recipe.filename)
+    if cell.series:
+        (ctx / "patches").mkdir()
+        shutil.copy2(cell.series, ctx / "patches" / "series")
+        for p in inputs.patches:
+            shutil.copy2(p.path, ctx / "patches" / p.name)
+    if cell.additions:
+        patches.copy_additions(cell.additions, ADDITIONS_ROOT, ctx / "additions")
+    return dockerfile
+
+
+def build_cell_image(client, inputs: CellInputs, suite: str, log=print, base_mode: str | None = None) -> str:
+    """Check the series applies, make sure the base exists, build and tag the cell image."""
+    cell = inputs.cell
+    applied = patches.check_series_applies(
+        inputs.tarball, cell.recipe.srcdir, cell.additions, ADDITIONS_ROOT, cell.series
+    )
+    if cell.series:
+        log(f"series {cell.series.relative_to(PROJECT_ROOT)}: {applied} patches apply to {cell.recipe.srcdir}")
+    ensure_base_image(client, suite, base_mode, log)
+    with tempfile.TemporaryDirectory(prefix=f"cpython-perf-{cell.name}-", dir=_scratch_dir()) as ctx:
+        prepare_context(inputs, Path(ctx))
+        return _docker_build(client, Path(ctx), cell.image, log)
+
+
+def _docker_build(client, ctx: Path, tag: str, log) -> str:
+    """Run docker build, streaming step and log lines; tag only on success."""
+    tail: collections.deque[str] = collections.deque(maxlen=40)
+    image_id = None
+    try:
+        stream = client.api.build(path=str(ctx), tag=tag, rm=True, forcerm=True, decode=True, pull=False)
+        for chunk in stream:
+            if "stream" in chunk:
+                for line in chunk["stream"].splitlines():
+                    tail.append(line)
+                    log(line)
+            if "aux" in chunk and "ID" in chunk["aux"]:
+                image_id = chunk["aux"]["ID"]
+            if "error" in chunk:
+                raise ImageBuildFailed(
+                    f"docker build of {tag} failed: {chunk['error'].strip()}\nlast lines:\n" + "\n".join(tail)
+                )
+    except ImageBuildFailed:
+        raise
+    except Exception as exc:
+        raise ImageBuildFailed(f"docker build of {tag} failed: {exc}") from None
+    return image_id or tag

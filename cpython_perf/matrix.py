@@ -1,0 +1,390 @@
+"""Load and validate matrix.yaml and the recipes it names.
+
+The matrix is the single source of truth: versions, variants, arches, the
+patch series and additions of each version, and the perf modes each cell
+must pass.  Every error names the file and line it comes from.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from .errors import MatrixError, UnknownCell
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+KNOWN_ARCHES = ("x86_64", "aarch64")
+PERF_MODES = ("perf", "perf_jit")
+SUPPORT_KINDS = ("native", "backport", "none")
+# Upstream facts: the trampoline is native from 3.12, perf_jit from 3.13.
+NATIVE_SINCE = {"perf": (3, 12), "perf_jit": (3, 13)}
+IMAGE_REPOSITORY = "cpython-perf"
+
+_TOP_KEYS = {"smoke_cells", "default_cell", "base_suite", "arches", "variants", "versions"}
+_VARIANT_KEYS = {"description", "cflags", "configure_since", "dwarf_stack_size"}
+_VERSION_KEYS = {"recipe", "support", "series", "additions", "cells"}
+_CELL_KEYS = {"modes", "arches"}
+_RECIPE_KEYS = {"version", "url", "sha256", "size", "debian", "configure"}
+_DEBIAN_KEYS = {"package", "suite", "file"}
+
+
+# --------------------------------------------------------------------------
+# YAML with line numbers
+
+
+class _LineDict(dict):
+    """A mapping that remembers the line of each key (1-based)."""
+
+    line = 0
+    lines: dict
+
+
+class _LineLoader(yaml.SafeLoader):
+    pass
+
+
+def _construct_mapping(loader, node):
+    loader.flatten_mapping(node)
+    mapping = _LineDict()
+    mapping.line = node.start_mark.line + 1
+    mapping.lines = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        line = key_node.start_mark.line + 1
+        if key in mapping:
+            raise MatrixError(
+                f"{loader.name}:{line}: duplicate key {key!r} "
+                f"(first at line {mapping.lines[key]})"
+            )
+        mapping[key] = loader.construct_object(value_node, deep=True)
+        mapping.lines[key] = line
+    return mapping
+
+
+_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _load_yaml(path: Path):
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise MatrixError(f"{path}: cannot read: {exc.strerror}") from None
+    loader = _LineLoader(text)
+    loader.name = str(path)
+    try:
+        data = loader.get_single_data()
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise MatrixError(f"{where}: not valid YAML: {exc.problem or exc}") from None
+    finally:
+        loader.dispose()
+    if not isinstance(data, _LineDict):
+        raise MatrixError(f"{path}:1: expected a mapping at the top level")
+    return data
+
+
+class _Where:
+    """Formats 'file:line: message' for a mapping and one of its keys."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def error(self, mapping, key, message) -> MatrixError:
+        line = getattr(mapping, "lines", {}).get(key) or getattr(mapping, "line", 0)
+        return MatrixError(f"{self.path}:{line}: {message}")
+
+    def check_keys(self, mapping, allowed, what):
+        if not isinstance(mapping, dict):
+            raise MatrixError(f"{self.path}: {what} must be a mapping, not {type(mapping).__name__}")
+        for key in mapping:
+            if key not in allowed:
+                hint = difflib.get_close_matches(str(key), sorted(allowed), n=1)
+                suggestion = f"; did you mean {hint[0]!r}?" if hint else ""
+                raise self.error(
+                    mapping, key,
+                    f"unknown key {key!r} in {what} (allowed: {', '.join(sorted(allowed))}){suggestion}",
+                )
+
+    def require(self, mapping, key, what):
+        if key not in mapping:
+            raise MatrixError(f"{self.path}:{getattr(mapping, 'line', 0)}: {what} lacks required key {key!r}")
+        return mapping[key]
+
+
+# --------------------------------------------------------------------------
+# The model
+
+
+@dataclass(frozen=True)
+class DebianSource:
+    package: str
+    suite: str
+    file: str
+
+
+@dataclass(frozen=True)
+class Recipe:
+    version: str
+    url: str
+    sha256: str
+    size: int | None
+    debian: DebianSource | None
+    configure: tuple[str, ...]
+    path: Path
+
+    @property
+    def filename(self) -> str:
+        return self.url.rsplit("/", 1)[-1]
+
+    @property
+    def srcdir(self) -> str:
+        return f"Python-{self.version}"
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    description: str
+    cflags: str
+    configure_since: tuple[tuple[tuple[int, int], tuple[str, ...]], ...] = ()
+    dwarf_stack_size: int | None = None
+
+    def configure_args(self, version: str) -> list[str]:
+        have = version_tuple(version)
+        args: list[str] = []
+        for since, extra in self.configure_since:
+            if have >= since:
+                args.extend(extra)
+        return args
+
+
+@dataclass(frozen=True)
+class Cell:
+    version: str
+    variant: Variant
+    arch: str
+    modes: tuple[str, ...]
+    support: str
+    recipe: Recipe
+    series: Path | None
+    additions: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        suffix = "" if self.arch == "x86_64" else f"-{self.arch}"
+        return f"{self.version}-{self.variant.name}{suffix}"
+
+    @property
+    def image(self) -> str:
+        return f"{IMAGE_REPOSITORY}:{self.name}"
+
+    def configure_args(self) -> list[str]:
+        return list(self.recipe.configure) + self.variant.configure_args(self.version)
+
+    def has_mode(self, mode: str) -> bool:
+        return mode in self.modes
+
+
+@dataclass
+class Matrix:
+    path: Path
+    root: Path
+    base_suite: str
+    arches: tuple[str, ...]
+    variants: dict[str, Variant]
+    cells: dict[str, Cell] = field(default_factory=dict)
+    smoke_cells: tuple[str, ...] = ()
+    default_cell: str = ""
+
+    def cell(self, name: str) -> Cell:
+        try:
+            return self.cells[name]
+        except KeyError:
+            close = difflib.get_close_matches(name, list(self.cells), n=3)
+            hint = f" Did you mean: {', '.join(close)}?" if close else ""
+            raise UnknownCell(
+                f"unknown cell {name!r}: {self.path} defines {', '.join(self.cells)}.{hint}"
+            ) from None
+
+    def cells_with_mode(self, mode: str) -> list[Cell]:
+        return [c for c in self.cells.values() if c.has_mode(mode)]
+
+
+def version_tuple(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int(re.match(r"\d+", minor).group())
+
+
+# --------------------------------------------------------------------------
+# Loading
+
+
+def load_recipe(path: Path, version_key: str) -> Recipe:
+    data = _load_yaml(path)
+    where = _Where(path)
+    where.check_keys(data, _RECIPE_KEYS, "a recipe")
+    version = str(where.require(data, "version", "the recipe"))
+    if not re.fullmatch(r"3\.\d+\.\d+([abc]|rc)?\d*", version):
+        raise where.error(data, "version", f"version {version!r} is not a CPython release number")
+    if not version.startswith(version_key + "."):
+        raise where.error(data, "version", f"recipe pins {version} but matrix.yaml uses it for {version_key}")
+    url = str(where.require(data, "url", "the recipe"))
+    if not re.fullmatch(r"https://www\.python\.org/ftp/python/[^/]+/Python-[^/]+\.(tgz|tar\.xz)", url):
+        raise where.error(data, "url", f"url {url!r} is not a python.org release tarball URL")
+    if f"Python-{version}." not in url:
+        raise where.error(data, "url", f"url {url!r} does not name Python-{version}")
+    sha256 = str(where.require(data, "sha256", "the recipe"))
+    if not re.fullmatch(r"[0-9a-f]{64}", sha256):
+        raise where.error(data, "sha256", "sha256 must be 64 lower-case hex digits")
+    size = data.get("size")
+    if size is not None and (not isinstance(size, int) or size <= 0):
+        raise where.error(data, "size", "size must be a positive number of bytes or null")
+    debian = data.get("debian")
+    debian_source = None
+    if debian is not None:
+        where.check_keys(debian, _DEBIAN_KEYS, "the debian entry")
+        debian_source = DebianSource(
+            package=str(where.require(debian, "package", "the debian entry")),
+            suite=str(where.require(debian, "suite", "the debian entry")),
+            file=str(where.require(debian, "file", "the debian entry")),
+        )
+    configure = data.get("configure") or []
+    if not isinstance(configure, list) or not all(isinstance(a, str) for a in configure):
+        raise where.error(data, "configure", "configure must be a list of strings")
+    return Recipe(version, url, sha256, size, debian_source, tuple(configure), path)
+
+
+def _load_variant(where: _Where, name, data) -> Variant:
+    where.check_keys(data, _VARIANT_KEYS, f"variant {name!r}")
+    cflags = data.get("cflags") or ""
+    if not isinstance(cflags, str):
+        raise where.error(data, "cflags", f"cflags of variant {name!r} must be a string")
+    since_raw = data.get("configure_since") or {}
+    if not isinstance(since_raw, dict):
+        raise where.error(data, "configure_since", "configure_since must map a version to a list of options")
+    since = []
+    for ver, opts in since_raw.items():
+        if not isinstance(ver, str) or not re.fullmatch(r"3\.\d+", ver):
+            raise where.error(since_raw, ver, f"configure_since key {ver!r} must be a quoted version like '3.15'")
+        if not isinstance(opts, list) or not all(isinstance(o, str) for o in opts):
+            raise where.error(since_raw, ver, "configure_since values must be lists of configure options")
+        since.append((version_tuple(ver), tuple(opts)))
+    stack = data.get("dwarf_stack_size")
+    if stack is not None and (not isinstance(stack, int) or not 8 <= stack <= 65528 or stack % 8):
+        raise where.error(data, "dwarf_stack_size", "dwarf_stack_size must be a multiple of 8 from 8 to 65528")
+    return Variant(name, str(data.get("description") or ""), cflags, tuple(since), stack)
+
+
+def load_matrix(path: Path | None = None) -> Matrix:
+    path = Path(path) if path else PROJECT_ROOT / "matrix.yaml"
+    root = path.resolve().parent
+    data = _load_yaml(path)
+    where = _Where(path)
+    where.check_keys(data, _TOP_KEYS, "matrix.yaml")
+
+    arches = where.require(data, "arches", "matrix.yaml")
+    if not isinstance(arches, list) or not arches:
+        raise where.error(data, "arches", "arches must be a non-empty list")
+    for arch in arches:
+        if arch not in KNOWN_ARCHES:
+            raise where.error(data, "arches", f"unknown arch {arch!r} (known: {', '.join(KNOWN_ARCHES)})")
+
+    variants_raw = where.require(data, "variants", "matrix.yaml")
+    if not isinstance(variants_raw, dict) or not variants_raw:
+        raise where.error(data, "variants", "variants must be a non-empty mapping")
+    variants = {name: _load_variant(where, name, spec) for name, spec in variants_raw.items()}
+
+    matrix = Matrix(path, root, str(data.get("base_suite") or "trixie"), tuple(arches), variants)
+
+    versions = where.require(data, "versions", "matrix.yaml")
+    if not isinstance(versions, dict) or not versions:
+        raise where.error(data, "versions", "versions must be a non-empty mapping")
+    for version, spec in versions.items():
+        if not isinstance(version, str):
+            raise where.error(versions, version, f"version key {version!r} must be a quoted string such as '3.10'")
+        if not re.fullmatch(r"3\.(9|1[0-9])", version):
+            raise where.error(versions, version, f"unknown version {version!r} (supported: 3.9 to 3.19)")
+        _load_version(matrix, where, versions, version, spec)
+
+    smoke = data.get("smoke_cells") or []
+    for name in smoke:
+        if name not in matrix.cells:
+            raise where.error(data, "smoke_cells", f"smoke cell {name!r} is not a cell of the matrix")
+    matrix.smoke_cells = tuple(smoke)
+    default = data.get("default_cell") or (smoke[0] if smoke else "")
+    if default not in matrix.cells:
+        raise where.error(data, "default_cell", f"default cell {default!r} is not a cell of the matrix")
+    matrix.default_cell = default
+    return matrix
+
+
+def _load_version(matrix: Matrix, where: _Where, versions, version: str, spec) -> None:
+    where.check_keys(spec, _VERSION_KEYS, f"version {version}")
+    recipe_rel = where.require(spec, "recipe", f"version {version}")
+    recipe_path = matrix.root / recipe_rel
+    if not recipe_path.is_file():
+        raise where.error(spec, "recipe", f"recipe {recipe_rel} of {version} does not exist")
+    recipe = load_recipe(recipe_path, version)
+    support = spec.get("support", "native")
+    if support not in SUPPORT_KINDS:
+        raise where.error(spec, "support", f"support must be one of {', '.join(SUPPORT_KINDS)}, not {support!r}")
+
+    series = spec.get("series")
+    series_path = None
+    if series is not None:
+        series_path = matrix.root / series
+        if not series_path.is_file():
+            raise where.error(spec, "series", f"patch series {series} of {version} does not exist")
+    additions = spec.get("additions") or []
+    if not isinstance(additions, list):
+        raise where.error(spec, "additions", "additions must be a list of paths under Python-additions/")
+    for rel in additions:
+        if not (matrix.root / "Python-additions" / rel).is_file():
+            raise where.error(spec, "additions", f"addition {rel} of {version} is not a file under Python-additions/")
+
+    cells = where.require(spec, "cells", f"version {version}")
+    if not isinstance(cells, dict) or not cells:
+        raise where.error(spec, "cells", f"cells of {version} must be a non-empty mapping")
+    for variant_name, cell_spec in cells.items():
+        if variant_name not in matrix.variants:
+            raise where.error(
+                cells, variant_name,
+                f"unknown variant {variant_name!r} in {version} (variants: {', '.join(matrix.variants)})",
+            )
+        cell_spec = cell_spec if cell_spec is not None else _LineDict()
+        where.check_keys(cell_spec, _CELL_KEYS, f"cell {version}-{variant_name}")
+        modes = cell_spec.get("modes") or []
+        for mode in modes:
+            if mode not in PERF_MODES:
+                raise where.error(cells, variant_name, f"unknown perf mode {mode!r} (known: {', '.join(PERF_MODES)})")
+            if support == "none":
+                raise where.error(cells, variant_name, f"{version} has support: none but its {variant_name} cell claims {mode}")
+            if support == "native" and version_tuple(version) < NATIVE_SINCE[mode]:
+                since = ".".join(map(str, NATIVE_SINCE[mode]))
+                raise where.error(
+                    cells, variant_name,
+                    f"{version} is native but {mode} is upstream only from {since}: use support: backport with a series",
+                )
+            if support == "backport" and series_path is None:
+                raise where.error(cells, variant_name, f"{version}-{variant_name} claims {mode} but {version} has no patch series")
+        cell_arches = cell_spec.get("arches") or list(matrix.arches)
+        for arch in cell_arches:
+            if arch not in matrix.arches:
+                raise where.error(cells, variant_name, f"arch {arch!r} is not in the matrix's arches")
+            cell = Cell(
+                version=version,
+                variant=matrix.variants[variant_name],
+                arch=arch,
+                modes=tuple(modes),
+                support=support,
+                recipe=recipe,
+                series=series_path,
+                additions=tuple(additions),
+            )
+            matrix.cells[cell.name] = cell

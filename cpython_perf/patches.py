@@ -1,0 +1,127 @@
+"""Patch series: quilt `series` files, DEP-3 headers, and applying them.
+
+A series is applied to a pristine tree after the version's additions (new
+whole files from Python-additions/) are copied in, each patch with
+`patch -p1 --forward --batch`, exactly as docker/build-cpython.sh does inside
+the image.  Applying on the host first turns a patch that no longer applies
+into an error naming the patch, the file and the hunk, before Docker starts.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import PatchFailed
+
+DEP3_REQUIRED = ("Description", "Origin", "Forwarded", "Last-Update")
+# DEP-3 allows Subject as an alias of Description.
+DEP3_ALIASES = {"Subject": "Description"}
+
+
+@dataclass(frozen=True)
+class Patch:
+    name: str
+    path: Path
+
+
+def read_series(series: Path) -> list[Patch]:
+    """Patches named by a quilt series file, in order (comments and blank lines skipped)."""
+    patches = []
+    for lineno, line in enumerate(series.read_text().splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        name = line.split()[0]
+        path = series.parent / name
+        if not path.is_file():
+            raise PatchFailed(f"{series}:{lineno}: series names {name}, which does not exist in {series.parent}")
+        patches.append(Patch(name, path))
+    return patches
+
+
+def dep3_header(patch: Path) -> dict[str, str]:
+    """The DEP-3 fields of a patch (the header ends at the first line starting '---' or 'diff ')."""
+    fields: dict[str, str] = {}
+    key = None
+    for line in patch.read_text(errors="replace").splitlines():
+        if line.startswith(("---", "diff ", "Index: ")):
+            break
+        m = re.match(r"([A-Za-z][A-Za-z0-9-]*):\s?(.*)$", line)
+        if m:
+            key = DEP3_ALIASES.get(m.group(1), m.group(1))
+            fields[key] = m.group(2).strip()
+        elif key and line.startswith(" "):
+            fields[key] += "\n" + line.strip()
+    return fields
+
+
+def missing_dep3_fields(patch: Path) -> list[str]:
+    header = dep3_header(patch)
+    return [f for f in DEP3_REQUIRED if not header.get(f)]
+
+
+def copy_additions(additions, additions_root: Path, tree: Path) -> None:
+    for rel in additions:
+        dest = tree / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(additions_root / rel, dest)
+
+
+def apply_series(patches: list[Patch], tree: Path) -> None:
+    """Apply patches in order to tree; raise PatchFailed naming patch, file and hunk."""
+    for patch in patches:
+        proc = subprocess.run(
+            ["patch", "-p1", "--forward", "--batch", "--no-backup-if-mismatch", "-r", "-", "-i", str(patch.path)],
+            cwd=tree, capture_output=True, text=True,
+        )
+        if proc.returncode != 0:
+            raise PatchFailed(describe_patch_failure(patch, proc.stdout + proc.stderr))
+
+
+def describe_patch_failure(patch: Patch, output: str) -> str:
+    """Turn patch(1)'s output into 'patch X: file Y: hunk #N FAILED at L' lines."""
+    current = None
+    failures = []
+    for line in output.splitlines():
+        m = re.match(r"patching file '?([^']+?)'?$", line.strip())
+        if m:
+            current = m.group(1)
+            continue
+        m = re.match(r"Hunk #(\d+) FAILED at (\d+)", line.strip())
+        if m:
+            failures.append(f"  {current}: hunk #{m.group(1)} FAILED at line {m.group(2)}")
+            continue
+        if "can't find file to patch" in line or "No file to patch" in line:
+            failures.append(f"  {line.strip()}")
+        if "Reversed (or previously applied) patch detected" in line:
+            failures.append(f"  {current}: already applied (reversed or previously applied patch)")
+    detail = "\n".join(failures) or "\n".join("  " + l for l in output.strip().splitlines()[-8:])
+    return (
+        f"patch {patch.name} does not apply ({patch.path}):\n{detail}\n"
+        f"Refresh it against the pristine source (e.g. `quilt push -f {patch.name}`, fix the rejects, "
+        "`quilt refresh`) or drop it from the series."
+    )
+
+
+def check_series_applies(tarball: Path, srcdir: str, additions, additions_root: Path, series: Path | None) -> int:
+    """Extract the tarball to a scratch directory and apply the series there.
+
+    Returns the number of patches applied; raises PatchFailed on the first
+    that does not apply.  The scratch tree is always removed.
+    """
+    if series is None and not additions:
+        return 0
+    patches = read_series(series) if series else []
+    with tempfile.TemporaryDirectory(prefix="cpython-perf-patchcheck-") as tmp:
+        with tarfile.open(tarball) as tar:
+            tar.extractall(tmp, filter="tar") if hasattr(tarfile, "data_filter") else tar.extractall(tmp)
+        tree = Path(tmp) / srcdir
+        copy_additions(additions, additions_root, tree)
+        apply_series(patches, tree)
+    return len(patches)

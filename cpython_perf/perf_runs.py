@@ -1,0 +1,85 @@
+"""The perf command lines of each perf mode, as the howto gives them.
+
+perf      perf record -F 9999 -g -o perf.data python3 -X perf SCRIPT
+perf_jit  perf record -F 9999 -g -k 1 --call-graph dwarf[,SIZE] -o perf.data python3 -X perf_jit SCRIPT
+          perf inject -i perf.data --jit --output perf.jit.data
+then      perf script -F <fields> -i <data>   (parsed by perf_samples)
+
+Everything runs inside one container; the test's own directories are
+mounted at /src (script and perf data) and /tmp (perf-PID.map, jit-PID.dump
+and the jitted-*.so files perf inject writes beside the dump), so every
+artefact stays in the test's directory.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+from .matrix import Cell
+from .perf_samples import PERF_SCRIPT_FIELDS
+
+SAMPLE_FREQUENCY = 9999
+MODE_XOPTION = {"perf": "perf", "perf_jit": "perf_jit"}
+MODE_ENV = {"perf": "PYTHONPERFSUPPORT", "perf_jit": "PYTHON_PERF_JIT_SUPPORT"}
+ACTIVATIONS = ("xoption", "env", "sys_api")
+SCRIPT_OUTPUT = "perf.script.txt"
+
+
+@dataclass(frozen=True)
+class PerfRun:
+    """One profiled run: a shell script to execute in the cell, and where its output lands."""
+
+    shell: str
+    output: str = SCRIPT_OUTPUT
+
+
+def record_options(cell: Cell, mode: str | None) -> list[str]:
+    """perf record options for a mode (None: frame-pointer call graphs, nothing activated)."""
+    options = ["-F", str(SAMPLE_FREQUENCY), "-g"]
+    if mode == "perf_jit":
+        stack = cell.variant.dwarf_stack_size
+        options += ["-k", "1", "--call-graph", f"dwarf,{stack}" if stack else "dwarf"]
+    return options
+
+
+def python_command(mode: str | None, activation: str, script: str) -> tuple[list[str], dict[str, str]]:
+    """The python3 command line and environment for a mode and an activation method.
+
+    activation: xoption (-X perf), env (PYTHONPERFSUPPORT=1 ...), sys_api
+    (sys.activate_stack_trampoline around the script's run, as the howto shows).
+    """
+    if mode is None:
+        return ["python3", script], {}
+    if activation == "xoption":
+        return ["python3", "-X", MODE_XOPTION[mode], script], {}
+    if activation == "env":
+        return ["python3", script], {MODE_ENV[mode]: "1"}
+    if activation == "sys_api":
+        code = (
+            "import runpy, sys; "
+            f"sys.activate_stack_trampoline({mode!r}); "
+            f"runpy.run_path({script!r}, run_name='__main__'); "
+            "sys.deactivate_stack_trampoline()"
+        )
+        return ["python3", "-c", code], {}
+    raise ValueError(f"unknown activation {activation!r} (known: {', '.join(ACTIVATIONS)})")
+
+
+def perf_run(cell: Cell, mode: str | None, activation: str = "xoption", script: str = "/src/script.py") -> PerfRun:
+    """Shell script that records, (injects), and writes perf script output to /src/<output>."""
+    argv, env = python_command(mode, activation, script)
+    envs = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+    record = f"perf record {' '.join(record_options(cell, mode))} -o /src/perf.data -- "
+    lines = [
+        "set -eu",
+        "cd /src",
+        f"{('env ' + envs + ' ') if envs else ''}{record}{shlex.join(argv)} > /src/python.stdout",
+    ]
+    data = "/src/perf.data"
+    if mode == "perf_jit":
+        # perf inject writes jitted-PID-N.so beside the dump, i.e. in the mounted /tmp.
+        lines.append("perf inject -i /src/perf.data --jit --output /src/perf.jit.data")
+        data = "/src/perf.jit.data"
+    lines.append(f"perf script -F {PERF_SCRIPT_FIELDS} -i {data} > /src/{SCRIPT_OUTPUT}")
+    return PerfRun("\n".join(lines) + "\n")

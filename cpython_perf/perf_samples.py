@@ -1,0 +1,121 @@
+"""Parse `perf script` output into samples and measure Python call chains.
+
+The conformance suite records with perf inside a cell and runs
+`perf script -F comm,pid,tid,time,event,ip,sym,dso` there; this module turns
+that text into Sample objects (frames leaf first) so that tests assert on the
+order of frames inside each sample, never on substrings of a whole report.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+PERF_SCRIPT_FIELDS = "comm,pid,tid,time,event,ip,sym,dso"
+
+_HEADER = re.compile(r"^(?P<comm>\S.*?)\s+(?P<pid>-?\d+)/(?P<tid>-?\d+)\s+(?P<time>\d+\.\d+):\s+(?P<event>.*?):?\s*$")
+_FRAME = re.compile(r"^\s+(?P<ip>[0-9a-fA-F]+)\s(?P<sym>.*)\s\((?P<dso>[^()]*)\)\s*$")
+_SYMOFF = re.compile(r"\+0x[0-9a-f]+$")
+
+
+@dataclass(frozen=True)
+class Frame:
+    ip: int
+    symbol: str
+    dso: str
+
+    @property
+    def is_python(self) -> bool:
+        return self.symbol.startswith("py::")
+
+
+@dataclass
+class Sample:
+    comm: str
+    pid: int
+    tid: int
+    time: float
+    event: str
+    frames: list[Frame] = field(default_factory=list)  # leaf first
+
+    def python_frames(self) -> list[str]:
+        """The py:: symbols of this sample, leaf first."""
+        return [f.symbol for f in self.frames if f.is_python]
+
+
+class PerfScriptError(ValueError):
+    """perf script output that does not have the expected shape."""
+
+
+def parse_perf_script(text: str) -> list[Sample]:
+    """Parse the output of `perf script -F comm,pid,tid,time,event,ip,sym,dso`."""
+    samples: list[Sample] = []
+    current: Sample | None = None
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            current = None
+            continue
+        if line[0].isspace():
+            m = _FRAME.match(line)
+            if current is None or not m:
+                raise PerfScriptError(f"line {lineno}: unexpected frame line: {line!r}")
+            symbol = _SYMOFF.sub("", m.group("sym").strip())
+            current.frames.append(Frame(int(m.group("ip"), 16), symbol, m.group("dso")))
+            continue
+        m = _HEADER.match(line)
+        if not m:
+            raise PerfScriptError(f"line {lineno}: not a sample header: {line!r}")
+        current = Sample(m.group("comm"), int(m.group("pid")), int(m.group("tid")),
+                         float(m.group("time")), m.group("event"))
+        samples.append(current)
+    return samples
+
+
+def py_symbol(function: str, filename: str) -> str:
+    """The perf-map symbol CPython writes for a code object: py::<qualname>:<filename>."""
+    return f"py::{function}:{filename}"
+
+
+@dataclass
+class ChainReport:
+    """How many samples taken inside a function carry the full expected chain."""
+
+    chain: list[str]
+    process_samples: int      # samples of the profiled Python process(es)
+    inside_samples: int       # of those, samples whose innermost Python frame is chain[0]
+    full_chain_samples: int   # of those, samples whose Python frames start with the whole chain
+    example_bad: list[list[str]] = field(default_factory=list)
+
+    @property
+    def fraction(self) -> float:
+        return self.full_chain_samples / self.inside_samples if self.inside_samples else 0.0
+
+    @property
+    def coverage(self) -> float:
+        return self.inside_samples / self.process_samples if self.process_samples else 0.0
+
+    def summary(self) -> str:
+        return (
+            f"{self.full_chain_samples} of {self.inside_samples} samples inside {self.chain[0]} carry the chain "
+            f"{' -> '.join(self.chain)} ({self.fraction:.1%}); {self.inside_samples} of "
+            f"{self.process_samples} samples of the process are inside it ({self.coverage:.1%})"
+        )
+
+
+def chain_report(samples: list[Sample], chain: list[str], comm_prefix: str = "python") -> ChainReport:
+    """Measure chain (leaf first) over the samples of processes whose comm starts with comm_prefix.
+
+    A sample is "inside" chain[0] when its innermost py:: frame is chain[0];
+    it carries the full chain when its py:: frames, leaf first, begin with
+    exactly the whole chain (no other Python frame in between).
+    """
+    process = [s for s in samples if s.comm.startswith(comm_prefix)]
+    inside = [s for s in process if s.python_frames()[:1] == chain[:1]]
+    full = [s for s in inside if s.python_frames()[: len(chain)] == chain]
+    bad = [s.python_frames() for s in inside if s.python_frames()[: len(chain)] != chain][:5]
+    return ChainReport(list(chain), len(process), len(inside), len(full), bad)
+
+
+def python_frame_count(samples: list[Sample]) -> int:
+    """Number of py:: frames over all samples (the negative control wants 0)."""
+    return sum(len(s.python_frames()) for s in samples)

@@ -1,0 +1,222 @@
+"""Fetch a recipe's source tarball, check its sha256, and cache it.
+
+Order: the local source cache, then python.org, then the Debian source
+package that mirrors the release (`apt-get source --download-only`, with
+deb-src entries derived from this machine's own apt sources).  Every file is
+checked against the pinned sha256 before use; a mismatch deletes it and
+fails with both hashes.  Nothing half-downloaded ever sits under the final
+name: files are written under a temporary name and renamed once verified.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from .errors import HashMismatch, SourceUnavailable
+from .matrix import Recipe
+
+CACHE_ENV = "CPYTHON_PERF_SOURCE_CACHE"
+# A mirror of https://www.python.org/ftp/python (same layout), for machines
+# that reach python.org only through a proxy or an internal mirror.
+MIRROR_ENV = "CPYTHON_PERF_PYTHON_ORG_MIRROR"
+PYTHON_ORG_FTP = "https://www.python.org/ftp/python"
+APT_SOURCE_FILES = (Path("/etc/apt/sources.list"), Path("/etc/apt/sources.list.d"))
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get(CACHE_ENV)
+    if env:
+        return Path(env)
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "cpython-perf" / "sources"
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def verify(path: Path, recipe: Recipe, origin: str) -> None:
+    """Check path against the recipe's pins; delete it and raise on mismatch."""
+    actual = sha256_of(path)
+    size = path.stat().st_size
+    problems = []
+    if actual != recipe.sha256:
+        problems.append(f"  expected sha256 {recipe.sha256}\n  actual   sha256 {actual}")
+    if recipe.size is not None and size != recipe.size:
+        problems.append(f"  expected size {recipe.size} bytes, actual {size} bytes")
+    if problems:
+        path.unlink(missing_ok=True)
+        raise HashMismatch(
+            f"{recipe.filename} from {origin} does not match {recipe.path.name}:\n"
+            + "\n".join(problems)
+            + f"\nThe file was deleted. If the pin in {recipe.path} is right, fetch the file again "
+            "from python.org; if python.org re-published it, update the pin after checking upstream's hash."
+        )
+
+
+def fetch_source(recipe: Recipe, cache_dir: Path | None = None, log=print) -> Path:
+    """Return the path of the verified tarball, fetching and caching it."""
+    cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    final = cache_dir / recipe.filename
+    if final.exists():
+        verify(final, recipe, f"the source cache ({final})")
+        return final
+
+    tried = [f"source cache: {final} does not exist"]
+    for name, method in (("python.org", _from_python_org), ("Debian", _from_debian)):
+        with tempfile.TemporaryDirectory(prefix=".fetch-", dir=cache_dir) as tmp:
+            try:
+                got = method(recipe, Path(tmp), log)
+            except _NotHere as exc:
+                tried.append(f"{name}: {exc}")
+                continue
+            verify(got, recipe, name)
+            os.replace(got, final)
+            log(f"cached {recipe.filename} from {name} in {cache_dir}")
+            return final
+    raise SourceUnavailable(
+        f"the source of CPython {recipe.version} ({recipe.filename}) is not reachable from this machine:\n"
+        + "\n".join(f"  - {line}" for line in tried)
+        + f"\nTo provide it, download {recipe.url} where it can be fetched, check that its sha256 is "
+        f"{recipe.sha256}, and put it in {cache_dir}/ (or point {CACHE_ENV} at a directory holding it)."
+    )
+
+
+class _NotHere(Exception):
+    """A source method cannot provide the file (reason in the message)."""
+
+
+def download_url(recipe: Recipe) -> str:
+    mirror = os.environ.get(MIRROR_ENV)
+    if mirror and recipe.url.startswith(PYTHON_ORG_FTP + "/"):
+        return mirror.rstrip("/") + recipe.url[len(PYTHON_ORG_FTP):]
+    return recipe.url
+
+
+def _from_python_org(recipe: Recipe, tmp: Path, log) -> Path:
+    dest = tmp / recipe.filename
+    url = download_url(recipe)
+    try:
+        with urllib.request.urlopen(url, timeout=20) as response, open(dest, "wb") as out:
+            log(f"downloading {url}")
+            shutil.copyfileobj(response, out, 1 << 20)
+    except (urllib.error.URLError, OSError, TimeoutError) as exc:
+        raise _NotHere(f"{url}: {getattr(exc, 'reason', exc)}") from None
+    return dest
+
+
+# --------------------------------------------------------------------------
+# Debian source packages
+
+
+def machine_archive_entry(paths=APT_SOURCE_FILES) -> dict:
+    """The URI and keyring of this machine's main Debian archive entry.
+
+    Reads deb822 `.sources` files and one-line `sources.list` files; the
+    first `deb` entry whose suites are not -security/-updates/-backports wins.
+    """
+    files: list[Path] = []
+    for p in paths:
+        p = Path(p)
+        if p.is_dir():
+            files += sorted(f for f in p.iterdir() if f.suffix in (".sources", ".list"))
+        elif p.is_file():
+            files.append(p)
+    for f in files:
+        try:
+            text = f.read_text()
+        except OSError:
+            continue
+        for entry in _parse_apt_entries(text, deb822=f.suffix == ".sources"):
+            if "deb" not in entry["types"] or not entry["uris"]:
+                continue
+            if all(s.endswith(("-security", "-updates", "-backports")) or "/" in s for s in entry["suites"]):
+                continue
+            return {"uri": entry["uris"][0], "signed_by": entry.get("signed_by")}
+    raise _NotHere("this machine has no Debian archive entry in its apt sources")
+
+
+def _parse_apt_entries(text: str, deb822: bool):
+    if deb822:
+        for stanza in text.split("\n\n"):
+            fields: dict[str, str] = {}
+            for line in stanza.splitlines():
+                if line.startswith("#") or ":" not in line or line[:1].isspace():
+                    continue
+                key, _, value = line.partition(":")
+                fields[key.strip().lower()] = value.strip()
+            if fields.get("enabled", "yes").lower() == "no" or "uris" not in fields:
+                continue
+            yield {
+                "types": fields.get("types", "").split(),
+                "uris": fields["uris"].split(),
+                "suites": fields.get("suites", "").split(),
+                "signed_by": fields.get("signed-by"),
+            }
+    else:
+        for line in text.splitlines():
+            words = line.split("#", 1)[0].split()
+            if len(words) < 3:
+                continue
+            options = {}
+            if words[1].startswith("["):
+                end = next(i for i, w in enumerate(words) if w.endswith("]"))
+                for opt in " ".join(words[1:end + 1]).strip("[]").split():
+                    k, _, v = opt.partition("=")
+                    options[k] = v
+                words = [words[0]] + words[end + 1:]
+            if len(words) >= 3:
+                yield {"types": [words[0]], "uris": [words[1]], "suites": [words[2]],
+                       "signed_by": options.get("signed-by")}
+
+
+def deb_src_stanza(suite: str, entry: dict) -> str:
+    lines = ["Types: deb-src", f"URIs: {entry['uri']}", f"Suites: {suite}", "Components: main"]
+    if entry.get("signed_by"):
+        lines.append(f"Signed-By: {entry['signed_by']}")
+    return "\n".join(lines) + "\n"
+
+
+def _from_debian(recipe: Recipe, tmp: Path, log) -> Path:
+    deb = recipe.debian
+    if deb is None:
+        raise _NotHere(f"no Debian source package mirrors {recipe.version} ({recipe.path.name} has debian: null)")
+    if not shutil.which("apt-get"):
+        raise _NotHere("apt-get is not installed on this machine")
+    entry = machine_archive_entry()
+    apt = tmp / "apt"
+    for d in ("parts", "lists/partial", "cache/archives/partial", "dl"):
+        (apt / d).mkdir(parents=True, exist_ok=True)
+    (apt / "parts" / "cpython-perf-src.sources").write_text(deb_src_stanza(deb.suite, entry))
+    options = [
+        "-o", "Dir::Etc::SourceList=/dev/null",
+        "-o", f"Dir::Etc::SourceParts={apt / 'parts'}",
+        "-o", f"Dir::State::Lists={apt / 'lists'}",
+        "-o", f"Dir::Cache={apt / 'cache'}",
+        "-o", "APT::Sandbox::User=root",
+        "-qq",
+    ]
+    log(f"fetching Debian source package {deb.package}/{deb.suite} from this machine's archive")
+    for args in (["update"], ["source", "--download-only", f"{deb.package}/{deb.suite}"]):
+        proc = subprocess.run(["apt-get", *options, *args], cwd=apt / "dl", capture_output=True, text=True)
+        if proc.returncode != 0:
+            detail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+            raise _NotHere(f"apt-get {' '.join(args)} failed: {' | '.join(detail)}")
+    orig = apt / "dl" / deb.file
+    if not orig.exists():
+        found = ", ".join(p.name for p in (apt / "dl").iterdir()) or "nothing"
+        raise _NotHere(f"{deb.package}/{deb.suite} no longer carries {deb.file} (got {found})")
+    dest = tmp / recipe.filename
+    os.replace(orig, dest)
+    return dest

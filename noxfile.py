@@ -1,0 +1,72 @@
+"""Nox sessions, generated from matrix.yaml.  All logic lives in cpython_perf/.
+
+  nox -l                      list every session
+  nox -s build-3.13-fp        build the image cpython-perf:3.13-fp
+  nox -s conformance-3.13-fp  real perf inside that image (builds it if needed)
+  nox -s tests                unit tests + the smoke cells (what CI runs)
+  nox -s unit                 unit tests of the driver only (no Docker)
+"""
+
+import sys
+from pathlib import Path
+
+import nox
+
+sys.path.insert(0, str(Path(__file__).parent))
+from cpython_perf.errors import MatrixError  # noqa: E402
+from cpython_perf.matrix import load_matrix  # noqa: E402
+
+try:
+    MATRIX = load_matrix()
+except MatrixError as exc:
+    sys.exit(f"error: {exc}")
+
+nox.options.reuse_venv = "yes"
+nox.options.sessions = ["tests"]
+nox.options.error_on_missing_interpreters = True
+
+
+def _install(session):
+    session.install("-q", "-e", ".")
+
+
+def _driver(session, *args):
+    session.run("python", "-m", "cpython_perf", *args, external=False)
+
+
+def _pytest(session, *args):
+    session.run("python", "-m", "pytest", *args, *session.posargs)
+
+
+@nox.session
+def unit(session):
+    """Unit tests of the driver: no Docker, a few seconds."""
+    _install(session)
+    _pytest(session, "tests", "-q")
+
+
+@nox.session
+def tests(session):
+    """The README's test command: unit tests, then the smoke cells for real."""
+    _install(session)
+    cells = [arg for name in MATRIX.smoke_cells for arg in ("--cell", name)]
+    _pytest(session, "tests", "conformance", *cells, "-ra", "--junitxml=results/tests-junit.xml")
+
+
+def _cell_sessions(cell):
+    def build(session):
+        _install(session)
+        _driver(session, "build", cell.name)
+
+    def conformance(session):
+        _install(session)
+        _pytest(session, "conformance", "--cell", cell.name, "-ra", f"--junitxml=results/{cell.name}/junit.xml")
+
+    build.__doc__ = f"Build cpython-perf:{cell.name} (CPython {cell.recipe.version}, {cell.variant.description})."
+    conformance.__doc__ = f"Real perf in cpython-perf:{cell.name}; modes: {', '.join(cell.modes) or 'none'}."
+    nox.session(name=f"build-{cell.name}", default=False)(build)
+    nox.session(name=f"conformance-{cell.name}", default=False)(conformance)
+
+
+for _cell in MATRIX.cells.values():
+    _cell_sessions(_cell)

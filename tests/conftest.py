@@ -1,0 +1,38 @@
+"""Helpers for the driver's unit tests (no Docker, no network beyond loopback)."""
+
+from __future__ import annotations
+
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from cpython_perf.matrix import PROJECT_ROOT
+
+
+@pytest.fixture
+def project_copy(tmp_path) -> Path:
+    """A copy of matrix.yaml, recipes/, patches/ and Python-additions/ to edit freely."""
+    for name in ("recipes", "patches", "Python-additions"):
+        if (PROJECT_ROOT / name).exists():
+            shutil.copytree(PROJECT_ROOT / name, tmp_path / name)
+    shutil.copy2(PROJECT_ROOT / "matrix.yaml", tmp_path / "matrix.yaml")
+    return tmp_path
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, f"{old!r} not in {path}"
+    path.write_text(text.replace(old, new, 1))
+
+
+def line_of(path: Path, needle: str) -> int:
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if needle in line:
+            return number
+    raise AssertionError(f"{needle!r} not in {path}")
+
+
+def dedent(text: str) -> str:
+    return textwrap.dedent(text).lstrip("\n")

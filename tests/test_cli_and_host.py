@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from cpython_perf import host
+from cpython_perf.cli import main
+from cpython_perf.errors import DockerUnavailable
+from cpython_perf.matrix import PROJECT_ROOT
+
+from .conftest import edit
+
+
+def test_unknown_cell_exits_non_zero_without_traceback(capsys):
+    assert main(["build", "3.13-nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: unknown cell '3.13-nope'") and "Traceback" not in err
+
+
+def test_malformed_matrix_exits_non_zero_naming_the_line(project_copy, capsys):
+    edit(project_copy / "matrix.yaml", "arches: [x86_64]", "arches: [sparc]")
+    assert main(["--matrix", str(project_copy / "matrix.yaml"), "cells"]) == 2
+    assert "matrix.yaml:" in capsys.readouterr().err
+
+
+def test_render_prints_the_dockerfile(capsys):
+    assert main(["render", "3.11-fp"]) == 0
+    assert "Python-3.11.2.tgz" in capsys.readouterr().out
+
+
+def test_docker_unavailable_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    with pytest.raises(DockerUnavailable) as info:
+        host.docker_client(log=lambda *_: None, start_daemon=False)
+    assert "no Docker engine answers at unix:///nonexistent/docker.sock" in str(info.value)
+    assert "dockerd" in str(info.value)
+
+
+def test_build_without_docker_exits_non_zero(tmp_path):
+    """The whole command, as a user runs it, against a missing engine."""
+    env = {"DOCKER_HOST": "unix:///nonexistent/docker.sock", "PATH": "/usr/bin:/bin",
+           "CPYTHON_PERF_SOURCE_CACHE": str(tmp_path), "CPYTHON_PERF_PYTHON_ORG_MIRROR": "http://127.0.0.1:9"}
+    tarball = tmp_path / "Python-3.13.5.tar.xz"
+    proc = subprocess.run([sys.executable, "-m", "cpython_perf", "build", "3.12-fp"], cwd=PROJECT_ROOT,
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "not reachable" in proc.stderr and "Traceback" not in proc.stderr
+    assert not tarball.exists()
+
+
+def test_nox_lists_a_session_per_cell():
+    proc = subprocess.run([sys.executable, "-m", "nox", "-l"], cwd=PROJECT_ROOT, capture_output=True, text=True)
+    if proc.returncode != 0 and "No module named nox" in proc.stderr:
+        pytest.skip("nox is not installed in this environment")
+    from cpython_perf.matrix import load_matrix
+
+    for name in load_matrix().cells:
+        assert f"build-{name}" in proc.stdout and f"conformance-{name}" in proc.stdout

@@ -1,0 +1,129 @@
+from __future__ import annotations
+
+import pytest
+
+from cpython_perf.errors import MatrixError, UnknownCell
+from cpython_perf.matrix import load_matrix
+
+from .conftest import edit, line_of
+
+
+def test_project_matrix_loads_with_every_version():
+    matrix = load_matrix()
+    versions = {c.version for c in matrix.cells.values()}
+    assert versions == {"3.9", "3.10", "3.11", "3.12", "3.13", "3.14", "3.15"}
+    assert matrix.default_cell in matrix.cells
+    assert set(matrix.smoke_cells) <= set(matrix.cells)
+
+
+def test_cell_names_and_tags():
+    cell = load_matrix().cell("3.13-fp")
+    assert cell.image == "cpython-perf:3.13-fp"
+    assert cell.recipe.version == "3.13.5"
+    assert "-fno-omit-frame-pointer" in cell.variant.cflags
+
+
+def test_release_variant_turns_frame_pointers_off_from_315():
+    matrix = load_matrix()
+    assert "--without-frame-pointers" in matrix.cell("3.15-release").configure_args()
+    assert "--without-frame-pointers" not in matrix.cell("3.13-release").configure_args()
+
+
+def test_o0_uses_the_largest_dwarf_stack():
+    assert load_matrix().cell("3.13-O0").variant.dwarf_stack_size == 65528
+
+
+def test_unknown_cell_names_close_matches():
+    with pytest.raises(UnknownCell, match=r"unknown cell '3\.13-fpp'.*3\.13-fp"):
+        load_matrix().cell("3.13-fpp")
+
+
+def expect_error(project, needle, pattern):
+    path = project / "matrix.yaml"
+    with pytest.raises(MatrixError) as info:
+        load_matrix(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}:{line_of(path, needle)}:"), message
+    assert pattern in message, message
+
+
+def test_unknown_top_level_key(project_copy):
+    edit(project_copy / "matrix.yaml", "base_suite: trixie", "base_suite: trixie\nbase_suit: trixie")
+    expect_error(project_copy, "base_suit: trixie", "unknown key 'base_suit'")
+
+
+def test_unknown_variant_key_suggests(project_copy):
+    edit(project_copy / "matrix.yaml", "    cflags: -O0", "    cflag: -O0")
+    expect_error(project_copy, "cflag: -O0", "did you mean 'cflags'")
+
+
+def test_unknown_version(project_copy):
+    edit(project_copy / "matrix.yaml", '  "3.10":', '  "2.7":')
+    expect_error(project_copy, '"2.7":', "unknown version '2.7'")
+
+
+def test_unquoted_version_is_caught(project_copy):
+    edit(project_copy / "matrix.yaml", '  "3.10":', "  3.10:")
+    expect_error(project_copy, "  3.10:", "must be a quoted string")
+
+
+def test_unknown_variant_in_cells(project_copy):
+    edit(project_copy / "matrix.yaml", "      fp: {modes: []}\n  \"3.11\"", "      debug: {modes: []}\n  \"3.11\"")
+    expect_error(project_copy, "debug: {modes: []}", "unknown variant 'debug'")
+
+
+def test_unknown_perf_mode(project_copy):
+    edit(project_copy / "matrix.yaml", "fp: {modes: [perf]}", "fp: {modes: [perf_map]}")
+    expect_error(project_copy, "perf_map", "unknown perf mode 'perf_map'")
+
+
+def test_native_version_cannot_claim_a_mode_it_lacks(project_copy):
+    edit(project_copy / "matrix.yaml", "      O0: {modes: [perf]}", "      O0: {modes: [perf_jit]}")
+    expect_error(project_copy, "O0: {modes: [perf_jit]}", "perf_jit is upstream only from 3.13")
+
+
+def test_backport_claiming_a_mode_needs_a_series(project_copy):
+    text = (project_copy / "matrix.yaml").read_text()
+    start = text.index('"3.9":')
+    section = text[start:].replace("fp: {modes: []}", "fp: {modes: [perf]}", 1)
+    (project_copy / "matrix.yaml").write_text(text[:start] + section)
+    expect_error(project_copy, "fp: {modes: [perf]}", "has no patch series")
+
+
+def test_duplicate_key(project_copy):
+    edit(project_copy / "matrix.yaml", "arches: [x86_64]", "arches: [x86_64]\narches: [x86_64]")
+    path = project_copy / "matrix.yaml"
+    with pytest.raises(MatrixError, match="duplicate key 'arches'"):
+        load_matrix(path)
+
+
+def test_unknown_smoke_cell(project_copy):
+    edit(project_copy / "matrix.yaml", "smoke_cells: [3.13-fp]", "smoke_cells: [3.13-nope]")
+    expect_error(project_copy, "smoke_cells:", "smoke cell '3.13-nope'")
+
+
+def test_invalid_yaml_names_the_line(project_copy):
+    edit(project_copy / "matrix.yaml", "arches: [x86_64]", "arches: [x86_64")
+    with pytest.raises(MatrixError, match=r"matrix\.yaml:\d+: not valid YAML"):
+        load_matrix(project_copy / "matrix.yaml")
+
+
+def test_bad_recipe_hash(project_copy):
+    recipe = project_copy / "recipes" / "3.13.yaml"
+    edit(recipe, "sha256: 93e5", "sha256: XYZ")
+    with pytest.raises(MatrixError) as info:
+        load_matrix(project_copy / "matrix.yaml")
+    assert str(info.value).startswith(f"{recipe}:{line_of(recipe, 'sha256:')}:")
+
+
+def test_recipe_for_the_wrong_version(project_copy):
+    recipe = project_copy / "recipes" / "3.12.yaml"
+    edit(recipe, "version: 3.12.14", "version: 3.11.14")
+    with pytest.raises(MatrixError, match="pins 3.11.14 but matrix.yaml uses it for 3.12"):
+        load_matrix(project_copy / "matrix.yaml")
+
+
+def test_missing_series_file(project_copy):
+    edit(project_copy / "matrix.yaml", "support: none            # no backport planned\n    series: null",
+         "support: none            # no backport planned\n    series: patches/3.10/series")
+    expect_error(project_copy, "series: patches/3.10/series", "does not exist")

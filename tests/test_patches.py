@@ -1,0 +1,118 @@
+from __future__ import annotations
+
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from cpython_perf import patches
+from cpython_perf.errors import PatchFailed
+from cpython_perf.matrix import PROJECT_ROOT
+
+from .conftest import dedent
+
+GOOD = dedent("""
+    Description: change greeting
+    Origin: vendor
+    Forwarded: not-needed
+    Last-Update: 2026-11-22
+    ---
+    --- a/hello.txt
+    +++ b/hello.txt
+    @@ -1,3 +1,3 @@
+     one
+    -hello
+    +hello, perf
+     three
+    """)
+
+BAD = dedent("""
+    Description: a patch written for another release
+    Origin: vendor
+    Forwarded: not-needed
+    Last-Update: 2026-11-22
+    ---
+    --- a/hello.txt
+    +++ b/hello.txt
+    @@ -1,3 +1,3 @@
+     one
+    -goodbye
+    +goodbye, perf
+     three
+    """)
+
+
+@pytest.fixture
+def tarball(tmp_path) -> Path:
+    tree = tmp_path / "Python-3.99.0"
+    tree.mkdir()
+    (tree / "hello.txt").write_text("one\nhello\nthree\n")
+    path = tmp_path / "Python-3.99.0.tar.xz"
+    with tarfile.open(path, "w:xz") as tar:
+        tar.add(tree, arcname="Python-3.99.0")
+    return path
+
+
+def make_series(tmp_path, **named) -> Path:
+    d = tmp_path / "series-dir"
+    d.mkdir(exist_ok=True)
+    for name, text in named.items():
+        (d / f"{name}.patch").write_text(text)
+    (d / "series").write_text("# comment\n\n" + "".join(f"{n}.patch -p1\n" for n in named))
+    return d / "series"
+
+
+def test_series_applies(tmp_path, tarball):
+    series = make_series(tmp_path, good=GOOD)
+    assert patches.check_series_applies(tarball, "Python-3.99.0", [], tmp_path, series) == 1
+
+
+def test_failing_patch_names_patch_file_and_hunk(tmp_path, tarball):
+    series = make_series(tmp_path, good=GOOD, bad=BAD)
+    with pytest.raises(PatchFailed) as info:
+        patches.check_series_applies(tarball, "Python-3.99.0", [], tmp_path, series)
+    message = str(info.value)
+    assert "patch bad.patch does not apply" in message
+    assert "hello.txt: hunk #1 FAILED at line 1" in message
+
+
+def test_series_naming_a_missing_patch(tmp_path):
+    d = tmp_path / "s"
+    d.mkdir()
+    (d / "series").write_text("ghost.patch\n")
+    with pytest.raises(PatchFailed, match=r"series:1: series names ghost\.patch"):
+        patches.read_series(d / "series")
+
+
+def test_additions_are_copied_before_patching(tmp_path, tarball):
+    additions = tmp_path / "additions"
+    (additions / "Python").mkdir(parents=True)
+    (additions / "Python" / "new.c").write_text("int x;\n")
+    patch = dedent("""
+        Description: use the new file
+        Origin: vendor
+        Forwarded: not-needed
+        Last-Update: 2026-11-22
+        ---
+        --- a/Python/new.c
+        +++ b/Python/new.c
+        @@ -1 +1 @@
+        -int x;
+        +int x = 1;
+        """)
+    series = make_series(tmp_path, use=patch)
+    assert patches.check_series_applies(tarball, "Python-3.99.0", ["Python/new.c"], additions, series) == 1
+
+
+
+def test_dep3_fields(tmp_path):
+    p = tmp_path / "x.patch"
+    p.write_text("Subject: thing\nOrigin: vendor\n continued\n---\n")
+    assert patches.dep3_header(p)["Description"] == "thing"
+    assert patches.missing_dep3_fields(p) == ["Forwarded", "Last-Update"]
+
+
+def test_every_project_patch_has_a_dep3_header():
+    for series in sorted((PROJECT_ROOT / "patches").glob("*/series")):
+        for patch in patches.read_series(series):
+            assert patches.missing_dep3_fields(patch.path) == [], f"{patch.path} lacks DEP-3 fields"

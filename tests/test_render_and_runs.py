@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+from cpython_perf import perf_runs, render
+from cpython_perf.containers import explain_perf_failure
+from cpython_perf.matrix import load_matrix
+
+
+def test_cell_dockerfile_carries_the_cell():
+    matrix = load_matrix()
+    cell = matrix.cell("3.13-O0")
+    text = render.render_cell_dockerfile(cell, "cpython-perf-base:trixie-abc", "d1g3st")
+    assert text.startswith("# Rendered by cpython_perf.render")
+    assert "FROM cpython-perf-base:trixie-abc" in text
+    assert 'CFLAGS="-O0"' in text
+    assert "Python-3.13.5.tar.xz" in text
+    assert 'org.cpython-perf.inputs="d1g3st"' in text
+    assert ("COPY patches/" in text) == (cell.series is not None)
+
+
+def test_base_tag_follows_the_package_list():
+    packages = render.base_packages()
+    assert "linux-perf" in packages and "build-essential" in packages
+    assert render.base_image_tag("trixie", packages) != render.base_image_tag("trixie", packages + ["gdb"])
+    assert render.base_image_tag("trixie", packages) == render.base_image_tag("trixie", list(reversed(packages)))
+
+
+def test_base_dockerfile_installs_the_same_list():
+    packages = render.base_packages()
+    text = render.render_base_dockerfile("trixie", packages)
+    assert "FROM debian:trixie-slim" in text
+    for p in packages:
+        assert f"      {p}" in text
+
+
+def test_perf_mode_command_lines():
+    matrix = load_matrix()
+    fp = perf_runs.perf_run(matrix.cell("3.13-fp"), "perf").shell
+    assert "perf record -F 9999 -g -o /src/perf.data -- python3 -X perf /src/script.py" in fp
+    assert "perf inject" not in fp
+    jit = perf_runs.perf_run(matrix.cell("3.13-O0"), "perf_jit", "env").shell
+    assert "env PYTHON_PERF_JIT_SUPPORT=1 perf record -F 9999 -g -k 1 --call-graph dwarf,65528" in jit
+    assert "perf inject -i /src/perf.data --jit --output /src/perf.jit.data" in jit
+    assert "-i /src/perf.jit.data" in jit
+    release = perf_runs.perf_run(matrix.cell("3.13-release"), "perf_jit").shell
+    assert "--call-graph dwarf -o" in release
+    sys_api = perf_runs.perf_run(matrix.cell("3.13-fp"), "perf", "sys_api").shell
+    assert "sys.activate_stack_trampoline(" in sys_api and "-X" not in sys_api
+    none = perf_runs.perf_run(matrix.cell("3.13-fp"), None).shell
+    assert "-- python3 /src/script.py" in none
+
+
+def test_perf_permission_message_names_the_capabilities():
+    message = explain_perf_failure(
+        {"PERFMON": "engine refused the capability: unknown capability: \"CAP_PERFMON\"",
+         "SYS_ADMIN": "No permission to enable cpu-clock event.\n"},
+        "3",
+    )
+    assert "CAP_PERFMON or CAP_SYS_ADMIN" in message
+    assert "--cap-add SYS_ADMIN: No permission to enable cpu-clock event." in message
+    assert "perf_event_paranoid = 3" in message
