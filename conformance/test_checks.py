@@ -1,17 +1,32 @@
-"""Run the in-interpreter check scripts of conformance/scripts/ in every cell that claims what they need.
+"""Run the in-interpreter check scripts of conformance/scripts/ in the cells that claim what they need.
 
 Each check_*.py is a stdlib-only program that exits 0 when the behaviour it
-checks holds and 1 (with a message) when it does not; a '# requires: MODE'
-line names the perf modes it needs.
+checks holds and 1 (with a message) when it does not.  Header lines:
+  # requires: perf perf_jit   the perf modes a cell must claim for it to run
+  # fixes: gh-NNN             a reproducer of an upstream defect: it must FAIL
+                              (exit 1) on the cell's vanilla twin, the pinned
+                              source without the fix series, and pass on the
+                              patched cell.  The pair proves that the check
+                              sees the bug and that the series removes it.
 """
 
 from __future__ import annotations
 
+from conftest import check_script_fixes
 
-def test_check_script(cell_check, runner_for):
+
+def test_check_script(cell_check, runner_for, record_property):
     cell, script = cell_check
     runner = runner_for(cell)
     result = runner.run(["python3", f"/src/{script.name}"], timeout=1200)
     output = (result.stdout + result.stderr)[-6000:]
     print(output)
-    assert result.exit_code == 0, f"{script.name} failed in {cell.name} (exit {result.exit_code}):\n{output}"
+    fixes = check_script_fixes(script)
+    if cell.vanilla:
+        record_property("defect_reproduced", result.exit_code == 1)
+        assert result.exit_code == 1, (
+            f"{script.name} ({', '.join(fixes)}) did not detect the defect on the unpatched {cell.name} "
+            f"(exit {result.exit_code}): the check cannot see the bug\n{output}"
+        )
+    else:
+        assert result.exit_code == 0, f"{script.name} failed in {cell.name} (exit {result.exit_code}):\n{output}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
@@ -28,7 +28,7 @@ IMAGE_REPOSITORY = "cpython-perf"
 _TOP_KEYS = {"smoke_cells", "default_cell", "base_suite", "arches", "variants", "versions"}
 _VARIANT_KEYS = {"description", "cflags", "configure_since", "dwarf_stack_size"}
 _VERSION_KEYS = {"recipe", "support", "series", "additions", "cells"}
-_CELL_KEYS = {"modes", "arches"}
+_CELL_KEYS = {"modes", "arches", "vanilla"}
 _RECIPE_KEYS = {"version", "url", "sha256", "size", "debian", "configure"}
 _DEBIAN_KEYS = {"package", "suite", "file"}
 
@@ -174,11 +174,14 @@ class Cell:
     recipe: Recipe
     series: Path | None
     additions: tuple[str, ...]
+    # A vanilla cell builds the pinned source without the version's series and
+    # additions: the unpatched twin on which fix reproducers must fail.
+    vanilla: bool = False
 
     @property
     def name(self) -> str:
         suffix = "" if self.arch == "x86_64" else f"-{self.arch}"
-        return f"{self.version}-{self.variant.name}{suffix}"
+        return f"{self.version}-{self.variant.name}{'-vanilla' if self.vanilla else ''}{suffix}"
 
     @property
     def image(self) -> str:
@@ -373,6 +376,12 @@ def _load_version(matrix: Matrix, where: _Where, versions, version: str, spec) -
                 )
             if support == "backport" and series_path is None:
                 raise where.error(cells, variant_name, f"{version}-{variant_name} claims {mode} but {version} has no patch series")
+        vanilla = cell_spec.get("vanilla", False)
+        if not isinstance(vanilla, bool):
+            raise where.error(cell_spec, "vanilla", "vanilla must be true or false")
+        if vanilla and (series_path is None or support != "native"):
+            raise where.error(cell_spec, "vanilla",
+                              f"a vanilla twin is for a native version with a fix series; {version} has none")
         cell_arches = cell_spec.get("arches") or list(matrix.arches)
         for arch in cell_arches:
             if arch not in matrix.arches:
@@ -388,3 +397,6 @@ def _load_version(matrix: Matrix, where: _Where, versions, version: str, spec) -
                 additions=tuple(additions),
             )
             matrix.cells[cell.name] = cell
+            if vanilla:
+                twin = replace(cell, series=None, additions=(), vanilla=True)
+                matrix.cells[twin.name] = twin

@@ -127,3 +127,25 @@ def test_missing_series_file(project_copy):
     edit(project_copy / "matrix.yaml", "support: none            # no backport planned\n    series: null",
          "support: none            # no backport planned\n    series: patches/3.10/series")
     expect_error(project_copy, "series: patches/3.10/series", "does not exist")
+
+
+def test_vanilla_twin_has_no_series(project_copy):
+    (project_copy / "patches" / "3.13").mkdir(parents=True, exist_ok=True)
+    series = project_copy / "patches" / "3.13" / "series"
+    if not series.exists():
+        series.write_text("# empty\n")
+    text = (project_copy / "matrix.yaml").read_text()
+    start = text.index('"3.13":')
+    section = text[start:].replace("series: null", "series: patches/3.13/series", 1)
+    section = section.replace("fp: {modes: [perf]}", "fp: {modes: [perf], vanilla: true}", 1)
+    (project_copy / "matrix.yaml").write_text(text[:start] + section)
+    matrix = load_matrix(project_copy / "matrix.yaml")
+    patched, twin = matrix.cell("3.13-fp"), matrix.cell("3.13-fp-vanilla")
+    assert patched.series is not None and twin.series is None and twin.additions == ()
+    assert twin.vanilla and twin.modes == patched.modes and twin.image == "cpython-perf:3.13-fp-vanilla"
+
+
+def test_vanilla_needs_a_fix_series(project_copy):
+    edit(project_copy / "matrix.yaml", "      fp: {modes: [perf]}\n      O0: {modes: [perf]}",
+         "      fp: {modes: [perf], vanilla: true}\n      O0: {modes: [perf]}")
+    expect_error(project_copy, "vanilla: true", "a vanilla twin is for a native version with a fix series")
