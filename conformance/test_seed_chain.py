@@ -27,12 +27,38 @@ def record(runner, cell, mode, activation):
     return parse_perf_script((runner.src / run.output).read_text(errors="replace"))
 
 
+def expected_chain(runner, cell, mode, record_property):
+    """The seed chain, cut to what the cell's dwarf stack dump can physically reach.
+
+    Frame-pointer unwinding (perf) always reaches the root.  For perf_jit the
+    eval loop's frame size is read from the cell's own binary: where k nested
+    eval frames exceed the dump (e.g. -O0, ~18 KiB each, 65528-byte dump),
+    only the k innermost Python frames can appear, and exactly those are
+    demanded; everywhere else the whole chain is.
+    """
+    if mode != "perf_jit":
+        return SEED_CHAIN
+    result = runner.run(perf_runs.objdump_command("/opt/cpython/bin/python3"), perf=False)
+    frame = perf_runs.frame_allocation(result.stdout)
+    reach = perf_runs.dwarf_reachable_python_frames(cell, frame)
+    record_property("eval_frame_bytes", frame)
+    record_property("dwarf_reachable_frames", reach)
+    if reach is None or reach >= len(SEED_CHAIN):
+        return SEED_CHAIN
+    assert reach >= 1, f"one eval frame ({frame} bytes) does not fit the dwarf dump of {cell.name}"
+    print(f"{perf_runs.EVAL_FUNCTION} reserves {frame} bytes: a "
+          f"{cell.variant.dwarf_stack_size or perf_runs.DEFAULT_DWARF_STACK}-byte dump reaches {reach} Python frames")
+    return SEED_CHAIN[:reach]
+
+
 @pytest.mark.parametrize("activation", perf_runs.ACTIVATIONS)
 def test_seed_chain(cell_mode, activation, runner_for, record_property):
     cell, mode = cell_mode
     runner = runner_for(cell)
+    chain = expected_chain(runner, cell, mode, record_property)
     samples = record(runner, cell, mode, activation)
-    report = chain_report(samples, SEED_CHAIN)
+    report = chain_report(samples, chain)
+    record_property("chain_depth", len(chain))
     record_property("chain_fraction", round(report.fraction, 4))
     record_property("inside_foo", report.inside_samples)
     record_property("process_samples", report.process_samples)

@@ -13,6 +13,7 @@ artefact stays in the test's directory.
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass
 
@@ -83,3 +84,45 @@ def perf_run(cell: Cell, mode: str | None, activation: str = "xoption", script: 
         data = "/src/perf.jit.data"
     lines.append(f"perf script -F {PERF_SCRIPT_FIELDS} -i {data} > /src/{SCRIPT_OUTPUT}")
     return PerfRun("\n".join(lines) + "\n")
+
+
+# --------------------------------------------------------------------------
+# How far dwarf unwinding can reach
+
+
+EVAL_FUNCTION = "_PyEval_EvalFrameDefault"
+DEFAULT_DWARF_STACK = 8192  # perf's default --call-graph dwarf dump size
+_FRAME_ALLOC = (
+    re.compile(r"\bsub\s+\$0x([0-9a-f]+),%rsp"),        # x86-64
+    re.compile(r"\bsub\s+sp,\s*sp,\s*#0x([0-9a-f]+)"),  # aarch64
+    re.compile(r"\bsub\s+sp,\s*sp,\s*#(\d+)\b"),
+)
+
+
+def objdump_command(binary: str, function: str = EVAL_FUNCTION) -> str:
+    """Shell command printing the first 80 instructions of function in binary."""
+    return (f"objdump -d --no-show-raw-insn {shlex.quote(binary)} "
+            f"| awk '/<{function}>:/{{f=1}} f{{print; if (++n > 80) exit}}'")
+
+
+def frame_allocation(disassembly: str) -> int | None:
+    """Bytes a function's prologue reserves on the stack (its first `sub ..., sp`)."""
+    for line in disassembly.splitlines():
+        for pattern in _FRAME_ALLOC:
+            m = pattern.search(line)
+            if m:
+                return int(m.group(1), 16 if "0x" in pattern.pattern else 10)
+    return None
+
+
+def dwarf_reachable_python_frames(cell: Cell, eval_frame_bytes: int | None) -> int | None:
+    """How many nested Python frames a dwarf stack dump can unwind through.
+
+    Reaching the trampoline of the k-th Python frame from the leaf means
+    copying k eval-loop frames; at -O0 one is ~18 KiB, so even perf's
+    largest dump (65528 bytes) holds only three.  None when unknown.
+    """
+    if not eval_frame_bytes:
+        return None
+    stack = cell.variant.dwarf_stack_size or DEFAULT_DWARF_STACK
+    return stack // eval_frame_bytes

@@ -58,3 +58,18 @@ def test_perf_permission_message_names_the_capabilities():
     assert "CAP_PERFMON or CAP_SYS_ADMIN" in message
     assert "--cap-add SYS_ADMIN: No permission to enable cpu-clock event." in message
     assert "perf_event_paranoid = 3" in message
+
+
+def test_frame_allocation_from_disassembly():
+    x86 = "00000000002a3dd0 <_PyEval_EvalFrameDefault>:\n  2a3dd0: push %rbp\n  2a3de9:\tsub    $0x47c0,%rsp\n"
+    assert perf_runs.frame_allocation(x86) == 0x47C0
+    arm = "<_PyEval_EvalFrameDefault>:\n  4a0: stp x29, x30, [sp, #-96]!\n  4a8: sub sp, sp, #0x4a0\n"
+    assert perf_runs.frame_allocation(arm) == 0x4A0
+    assert perf_runs.frame_allocation("nothing here") is None
+
+
+def test_dwarf_reach_at_o0_and_release():
+    matrix = load_matrix()
+    assert perf_runs.dwarf_reachable_python_frames(matrix.cell("3.13-O0"), 0x47C0) == 3
+    assert perf_runs.dwarf_reachable_python_frames(matrix.cell("3.13-release"), 0x178) >= 4
+    assert perf_runs.dwarf_reachable_python_frames(matrix.cell("3.13-release"), None) is None
