@@ -10,13 +10,13 @@ from .matrix import Cell, Matrix, load_matrix
 
 
 def build_cell(cell: Cell, matrix: Matrix | None = None, log=print, base_mode: str | None = None,
-               cache_dir: Path | None = None) -> dict:
+               cache_dir: Path | None = None, no_cache: bool = False) -> dict:
     """Fetch, check, and build the cell's image; return timings and the tag."""
     matrix = matrix or load_matrix()
     started = time.monotonic()
     inputs = images.cell_inputs(cell, matrix.base_suite, cache_dir, log)
     client = host.docker_client(log)
-    images.build_cell_image(client, inputs, matrix.base_suite, log, base_mode)
+    images.build_cell_image(client, inputs, matrix.base_suite, log, base_mode, no_cache)
     seconds = time.monotonic() - started
     log(f"built {cell.image} in {seconds:.1f} s")
     return {"cell": cell.name, "image": cell.image, "seconds": seconds, "inputs": inputs.digest}

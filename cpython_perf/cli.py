@@ -32,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("cell")
     p.add_argument("--base-mode", choices=images.BASE_MODES, default=None,
                    help="how to make the base image (default: auto, or $CPYTHON_PERF_BASE_MODE)")
+    p.add_argument("--no-cache", action="store_true", help="rebuild every layer of the cell image")
     p = sub.add_parser("base-image", help="create the base image if it does not exist")
     p.add_argument("--mode", choices=images.BASE_MODES, default=None)
     p = sub.add_parser("check-series", help="apply a cell's additions and series to its pristine source")
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
             path = sources.fetch_source(cell.recipe, log=_log)
             print(path)
         elif args.command == "build":
-            build.build_cell(matrix.cell(args.cell), matrix, _log, args.base_mode)
+            build.build_cell(matrix.cell(args.cell), matrix, _log, args.base_mode, no_cache=args.no_cache)
         elif args.command == "base-image":
             print(images.ensure_base_image(host.docker_client(_log), matrix.base_suite, args.mode, _log))
         elif args.command == "check-series":

@@ -15,7 +15,7 @@ from .errors import DriverError, PerfNotPermitted
 
 PERF_CAPABILITIES = ("PERFMON", "SYS_ADMIN")
 PERF_PROBE = ["perf", "record", "-q", "-o", "/tmp/perf-probe.data", "--", "true"]
-_probe_cache: dict[tuple[str, str], str] = {}
+_probe_cache: dict[tuple, str] = {}
 
 
 @dataclass
@@ -68,10 +68,10 @@ def explain_perf_failure(attempts: dict[str, str], paranoid: str | None) -> str:
     for cap, said in attempts.items():
         first = next((l.strip() for l in said.splitlines() if l.strip()), "no output")
         lines.append(f"  with --cap-add {cap}: {first}")
-    missing = " or ".join(f"CAP_{c}" for c in attempts) or "CAP_PERFMON or CAP_SYS_ADMIN"
+    tried = ", ".join(f"CAP_{c}" for c in attempts) or "none"
     lines.append(
-        f"The container lacks the capability perf needs ({missing} must be granted and allowed by the "
-        "engine's seccomp profile)."
+        "The container lacks the capability perf needs: CAP_PERFMON (engines that know it) or "
+        f"CAP_SYS_ADMIN, granted and allowed by the engine's seccomp profile (tried: {tried})."
     )
     if paranoid is not None:
         lines.append(f"Host kernel.perf_event_paranoid = {paranoid} (4 or more, as some kernels patch it, forbids perf for everyone).")
@@ -87,13 +87,13 @@ def host_perf_paranoid() -> str | None:
         return None
 
 
-def perf_capability(client, image: str) -> str:
+def perf_capability(client, image: str, capabilities=PERF_CAPABILITIES) -> str:
     """The least capability that lets perf record inside image; raises PerfNotPermitted."""
-    key = (client.api.base_url, image)
+    key = (client.api.base_url, image, tuple(capabilities))
     if key in _probe_cache:
         return _probe_cache[key]
     attempts: dict[str, str] = {}
-    for cap in PERF_CAPABILITIES:
+    for cap in capabilities:
         try:
             result = run(client, image, PERF_PROBE, workdir="/tmp", cap_add=[cap], timeout=120)
         except Exception as exc:  # the engine rejects an unknown capability name

@@ -170,7 +170,8 @@ def prepare_context(inputs: CellInputs, ctx: Path) -> str:
     return dockerfile
 
 
-def build_cell_image(client, inputs: CellInputs, suite: str, log=print, base_mode: str | None = None) -> str:
+def build_cell_image(client, inputs: CellInputs, suite: str, log=print, base_mode: str | None = None,
+                     no_cache: bool = False) -> str:
     """Check the series applies, make sure the base exists, build and tag the cell image."""
     cell = inputs.cell
     applied = patches.check_series_applies(
@@ -181,15 +182,16 @@ def build_cell_image(client, inputs: CellInputs, suite: str, log=print, base_mod
     ensure_base_image(client, suite, base_mode, log)
     with tempfile.TemporaryDirectory(prefix=f"cpython-perf-{cell.name}-", dir=_scratch_dir()) as ctx:
         prepare_context(inputs, Path(ctx))
-        return _docker_build(client, Path(ctx), cell.image, log)
+        return _docker_build(client, Path(ctx), cell.image, log, no_cache)
 
 
-def _docker_build(client, ctx: Path, tag: str, log) -> str:
+def _docker_build(client, ctx: Path, tag: str, log, no_cache: bool = False) -> str:
     """Run docker build, streaming step and log lines; tag only on success."""
     tail: collections.deque[str] = collections.deque(maxlen=40)
     image_id = None
     try:
-        stream = client.api.build(path=str(ctx), tag=tag, rm=True, forcerm=True, decode=True, pull=False)
+        stream = client.api.build(path=str(ctx), tag=tag, rm=True, forcerm=True, decode=True, pull=False,
+                                nocache=no_cache)
         for chunk in stream:
             if "stream" in chunk:
                 for line in chunk["stream"].splitlines():

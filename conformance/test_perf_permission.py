@@ -1,0 +1,28 @@
+"""The capability probe: perf works with the least capability, and a refusal is named."""
+
+from __future__ import annotations
+
+import pytest
+
+from cpython_perf import containers
+from cpython_perf.errors import PerfNotPermitted
+
+from conftest import image_for
+
+
+def test_probe_finds_a_capability(cell, docker_client, record_property):
+    cap = containers.perf_capability(docker_client, image_for(cell, docker_client))
+    record_property("perf_capability", cap)
+    assert cap in containers.PERF_CAPABILITIES
+
+
+def test_refusal_names_the_missing_capability(cell, docker_client):
+    """With a capability that does not cover perf_event_open, the probe must refuse, not pass."""
+    image = image_for(cell, docker_client)
+    if containers.host_perf_paranoid() in ("-1", "0", "1"):
+        pytest.skip("kernel.perf_event_paranoid <= 1 lets perf run without capabilities here")
+    with pytest.raises(PerfNotPermitted) as info:
+        containers.perf_capability(docker_client, image, capabilities=("NET_ADMIN",))
+    message = str(info.value)
+    assert "with --cap-add NET_ADMIN:" in message
+    assert "CAP_PERFMON (engines that know it) or CAP_SYS_ADMIN" in message
