@@ -62,8 +62,8 @@ def check_script_fixes(path: Path) -> list[str]:
 
 
 def check_applies(cell, script: Path) -> bool:
-    """A check runs where the cell claims what it requires; on a vanilla cell only fix reproducers run."""
-    if not cell.modes or not check_script_requirements(script) <= set(cell.modes):
+    """A check runs where the cell's interpreter offers the backends it requires; on a vanilla cell only fix reproducers run."""
+    if not cell.backends or not check_script_requirements(script) <= set(cell.backends):
         return False
     return bool(check_script_fixes(script)) if cell.vanilla else True
 

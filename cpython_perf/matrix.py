@@ -174,6 +174,9 @@ class Cell:
     recipe: Recipe
     series: Path | None
     additions: tuple[str, ...]
+    # Backends the interpreter offers (what check scripts may use): the
+    # native ones of its version plus every mode a cell of its version claims.
+    backends: tuple[str, ...] = ()
     # A vanilla cell builds the pinned source without the version's series and
     # additions: the unpatched twin on which fix reproducers must fail.
     vanilla: bool = False
@@ -354,6 +357,9 @@ def _load_version(matrix: Matrix, where: _Where, versions, version: str, spec) -
     cells = where.require(spec, "cells", f"version {version}")
     if not isinstance(cells, dict) or not cells:
         raise where.error(spec, "cells", f"cells of {version} must be a non-empty mapping")
+    claimed = {m for c in cells.values() if isinstance(c, dict) for m in (c.get("modes") or [])}
+    native = {m for m, since in NATIVE_SINCE.items() if support == "native" and version_tuple(version) >= since}
+    backends = tuple(m for m in PERF_MODES if m in claimed | native)
     for variant_name, cell_spec in cells.items():
         if variant_name not in matrix.variants:
             raise where.error(
@@ -395,6 +401,7 @@ def _load_version(matrix: Matrix, where: _Where, versions, version: str, spec) -
                 recipe=recipe,
                 series=series_path,
                 additions=tuple(additions),
+                backends=backends,
             )
             matrix.cells[cell.name] = cell
             if vanilla:

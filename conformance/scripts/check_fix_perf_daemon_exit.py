@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+# requires: perf
+# fixes: gh-143228
+"""Reproducer check for gh-143228: crash at exit with daemon threads.
+
+In CPython 3.13.5 the perf trampoline arenas are unmapped during interpreter
+finalization. Daemon threads that try to take the GIL afterwards are ended
+with pthread_exit(), whose forced unwind reads the code at every return
+address on the thread's stack, including the unmapped trampolines, so the
+process can die with SIGSEGV at exit. The crash is timing dependent: on the
+machine this was written on it hit about one run in four.
+
+The check runs a script with 16 daemon threads looping through a Python
+function under "-X perf" up to RUNS times and fails on the first run that is
+killed by a signal. With a per-run crash rate of 25% the chance that an
+affected interpreter survives all 40 runs is about 1e-5.
+
+Exit status: 0 = no crash in RUNS runs, 1 = crash seen (message on stderr),
+2 = cannot be checked here (no perf trampoline support in this build).
+Standard library only.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import sysconfig
+
+RUNS = 40
+CHILD = """
+import os, threading, time
+print(os.getpid(), flush=True)
+
+def inner():
+    time.sleep(0)
+
+def worker():
+    while True:
+        inner()
+
+for _ in range(16):
+    threading.Thread(target=worker, daemon=True).start()
+time.sleep(0.02)
+"""
+
+
+def main():
+    if sysconfig.get_config_var("PY_HAVE_PERF_TRAMPOLINE") != 1:
+        print("CANNOT CHECK: this interpreter has no perf trampoline support",
+              file=sys.stderr)
+        return 2
+    for i in range(1, RUNS + 1):
+        proc = subprocess.run([sys.executable, "-Xperf", "-c", CHILD],
+                              capture_output=True, text=True, timeout=60)
+        pid = proc.stdout.strip().split("\n")[0] if proc.stdout else ""
+        if pid.isdigit():
+            try:
+                os.unlink(f"/tmp/perf-{pid}.map")
+            except OSError:
+                pass
+        if proc.returncode < 0:
+            try:
+                name = signal.Signals(-proc.returncode).name
+            except ValueError:
+                name = str(-proc.returncode)
+            print(f"FAIL (gh-143228): run {i} of {RUNS} was killed by {name} "
+                  f"at exit (-X perf with daemon threads)", file=sys.stderr)
+            return 1
+        if proc.returncode != 0:
+            print(f"FAIL (gh-143228): run {i} exited with {proc.returncode}: "
+                  f"{proc.stderr.strip()[-500:]}", file=sys.stderr)
+            return 1
+    print(f"PASS (gh-143228): {RUNS} runs with daemon threads under -X perf "
+          f"exited cleanly")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
