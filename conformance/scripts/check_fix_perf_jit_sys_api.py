@@ -79,10 +79,6 @@ def main():
         print("CANNOT CHECK: this interpreter has no perf trampoline support",
               file=sys.stderr)
         return 2
-    if sys.version_info < (3, 13):
-        print("CANNOT CHECK: the perf_jit backend exists only in 3.13+",
-              file=sys.stderr)
-        return 2
     proc = subprocess.run([sys.executable, "-c", CHILD],
                           capture_output=True, text=True, timeout=120)
     out = proc.stdout

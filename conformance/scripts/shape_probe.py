@@ -1,0 +1,44 @@
+"""Helper of the shape_*.py scripts: the interpreter's own view of the stack at the leaf.
+
+`python3 /src/shape_NAME.py --probe` runs the shape until its leaf is reached,
+then prints one JSON line and exits at once:
+
+  stack     the Python frames from the leaf to the root, leaf first, as the
+            perf map names them: py::<co_qualname>:<co_filename>
+  expected  the script's own EXPECTED list (its frames, leaf first, without <module>)
+  stdlib    sysconfig's stdlib directory (to tell asyncio's frames from the script's)
+
+The conformance test demands that perf's samples show exactly `stack`, so the
+expectation comes from the interpreter, not from a list written by hand; the
+script's EXPECTED is only checked against it.
+"""
+
+import json
+import os
+import sys
+import sysconfig
+
+PROBING = "--probe" in sys.argv
+DURATION = 0.4  # seconds of leaf work in a profiled run
+
+
+def symbol(code):
+    return "py::%s:%s" % (getattr(code, "co_qualname", code.co_name), code.co_filename)
+
+
+def report():
+    """Print the caller's stack (leaf first) and end the process."""
+    frame = sys._getframe(1)
+    stack = []
+    while frame is not None:
+        stack.append(symbol(frame.f_code))
+        frame = frame.f_back
+    main = sys.modules["__main__"]
+    print(json.dumps({
+        "stack": stack,
+        "expected": list(getattr(main, "EXPECTED", [])),
+        "stdlib": sysconfig.get_paths()["stdlib"],
+        "recursionlimit": sys.getrecursionlimit(),
+    }))
+    sys.stdout.flush()
+    os._exit(0)

@@ -1,0 +1,439 @@
+"""The results report: every cell of matrix.yaml against every check, from the JUnit files.
+
+`nox -s report` (or `python -m cpython_perf.report`) reads the latest JUnit XML
+files under results/ -- results/<cell>/junit.xml from the conformance-<cell>
+sessions, results/tests-junit.xml from `nox -s tests`, any other *.xml there --
+and writes results/report.md and results/report.html:
+
+- rows: every cell of matrix.yaml, also those never run ("not run");
+- columns: the checks, i.e. the test function with its parameters less the
+  cell (e.g. test_seed_chain[perf-xoption]);
+- each entry: pass / FAIL / ERROR / skip (with the reason) / xfail, or "-"
+  where the cell's run did not collect that check.  A skip never shows as a
+  pass; a cell is "passed" only with no failure, no error and no skip;
+- per cell: durations, the record_property values of each test
+  (chain_fraction etc.) and the perf and kernel versions where a test
+  recorded them (properties perf_version, kernel_version).
+
+A testcase belongs to the cell whose name is the longest one of the matrix that
+its parametrize id starts with (3.13-fp-vanilla before 3.13-fp).  Testcases
+without a cell (the unit tests) are summarised apart.  When several files hold
+the same testcase, the newest file (by its testsuite timestamp, else its
+modification time) wins.
+
+Flame graphs.  No maintained tool that renders an SVG from perf output is
+packaged where this project installs from (checked in the trixie images and
+the registries reachable here): Debian trixie packages neither Brendan Gregg's
+FlameGraph nor inferno; PyPI's pyflamegraph is Python 2 only (its setup.py
+calls execfile) and flamegraph 0.1 is a profiler that writes folded stacks;
+perf's own `perf script report flamegraph` needs the d3-flame-graph template
+(not packaged in trixie, its CDN is unreachable) and aborts in the cell
+images (its --format json works).  The one renderer that works offline once
+installed is npm's `flamegraph` 1.3.0 (thlorenz/flamegraph, an old tool made
+for V8 profiles): `flamegraph -t perf < out > graph.svg` renders perf's
+*default* `perf script` output (it rejects the -F field list the suite
+parses) and keeps symbol offsets (py::foo:/src/script.py+0x6) in frame names.
+So: where results/<cell>/seed.perf-script.txt (default `perf script` output of
+the seed run) exists and a renderer is found ($CPYTHON_PERF_FLAMEGRAPH, else
+`flamegraph` on PATH), the report renders results/<cell>/seed-flamegraph.svg
+and links it; otherwise it says why there is none.
+TODO: the seed test does not save that file yet, and no renderer is installed
+by the project; this module must not grow an SVG renderer of its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .matrix import PROJECT_ROOT, Matrix, load_matrix
+
+OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed")
+LABEL = {"passed": "pass", "failed": "FAIL", "error": "ERROR", "skipped": "skip", "xfailed": "xfail",
+         None: "-", "not run": "not run"}
+VERSION_PROPERTIES = ("perf_version", "kernel_version")
+SEED_PERF_SCRIPT = "seed.perf-script.txt"   # default `perf script` output of the seed run, per cell
+SEED_FLAMEGRAPH = "seed-flamegraph.svg"
+FLAMEGRAPH_ENV = "CPYTHON_PERF_FLAMEGRAPH"
+
+
+@dataclass
+class CaseResult:
+    """One <testcase> of a JUnit file."""
+
+    name: str
+    classname: str
+    outcome: str
+    message: str = ""
+    seconds: float = 0.0
+    properties: dict[str, str] = field(default_factory=dict)
+    source: str = ""
+    stamp: float = 0.0
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.classname, self.name
+
+    @property
+    def function(self) -> str:
+        return self.name.split("[", 1)[0]
+
+    @property
+    def param_id(self) -> str | None:
+        m = re.fullmatch(r"[^\[]*\[(.*)\]", self.name)
+        return m.group(1) if m else None
+
+
+def _outcome(case: ET.Element) -> tuple[str, str]:
+    failure, error, skipped = case.find("failure"), case.find("error"), case.find("skipped")
+    if error is not None:
+        return "error", error.get("message") or (error.text or "").strip()
+    if failure is not None:
+        return "failed", failure.get("message") or (failure.text or "").strip()
+    if skipped is not None:
+        kind = "xfailed" if skipped.get("type") == "pytest.xfail" else "skipped"
+        return kind, skipped.get("message") or (skipped.text or "").strip()
+    return "passed", ""
+
+
+def _file_stamp(path: Path, root: ET.Element) -> float:
+    suites = [root] if root.tag == "testsuite" else root.findall("testsuite")
+    for suite in suites:
+        stamp = suite.get("timestamp")
+        if stamp:
+            try:
+                parsed = datetime.fromisoformat(stamp)
+            except ValueError:
+                continue
+            if parsed.tzinfo is None:
+                parsed = parsed.astimezone()   # pytest writes local time without a zone
+            return parsed.timestamp()
+    return path.stat().st_mtime
+
+
+def parse_junit(path: Path) -> list[CaseResult]:
+    """Every testcase of one JUnit XML file (pytest's xunit1 or xunit2)."""
+    root = ET.parse(path).getroot()
+    stamp = _file_stamp(path, root)
+    cases = []
+    for case in root.iter("testcase"):
+        outcome, message = _outcome(case)
+        props = {p.get("name", ""): p.get("value", "") for p in case.iter("property")}
+        cases.append(CaseResult(
+            name=case.get("name", ""), classname=case.get("classname", ""), outcome=outcome,
+            message=message, seconds=float(case.get("time") or 0.0), properties=props,
+            source=str(path), stamp=stamp,
+        ))
+    return cases
+
+
+def latest_results(results_dir: Path) -> list[CaseResult]:
+    """The newest result of every testcase found in the JUnit files under results_dir."""
+    files = [p for p in sorted(Path(results_dir).glob("**/*.xml")) if p.is_file()]
+    newest: dict[tuple[str, str], CaseResult] = {}
+    for path in files:
+        try:
+            cases = parse_junit(path)
+        except ET.ParseError as exc:
+            print(f"warning: {path}: not a JUnit XML file ({exc}); ignored", file=sys.stderr)
+            continue
+        for case in cases:
+            old = newest.get(case.key)
+            if old is None or case.stamp >= old.stamp:
+                newest[case.key] = case
+    return list(newest.values())
+
+
+def cell_of(case: CaseResult, cell_names) -> tuple[str | None, str]:
+    """(cell, check) of a testcase: the longest cell name its parametrize id starts with."""
+    pid = case.param_id
+    if pid is None:
+        return None, case.function
+    matches = [c for c in cell_names if pid == c or pid.startswith(c + "-")]
+    if not matches:
+        return None, case.name
+    cell = max(matches, key=len)
+    rest = pid[len(cell) + 1:]
+    return cell, f"{case.function}[{rest}]" if rest else case.function
+
+
+@dataclass
+class Report:
+    cells: list[str]
+    checks: list[str]
+    grid: dict[str, dict[str, CaseResult]]
+    unbound: list[CaseResult]
+    generated: str
+    flamegraphs: dict[str, tuple[str | None, str]] = field(default_factory=dict)  # cell -> (svg path, note)
+
+    def status(self, cell: str) -> str:
+        """not run / passed / failed / incomplete (skips, nothing failed)."""
+        results = self.grid.get(cell)
+        if not results:
+            return "not run"
+        counts = Counter(r.outcome for r in results.values())
+        if counts["failed"] or counts["error"]:
+            return "failed"
+        if counts["skipped"] or counts["xfailed"]:
+            return "incomplete"
+        return "passed"
+
+    def counts(self, cell: str) -> Counter:
+        return Counter(r.outcome for r in self.grid.get(cell, {}).values())
+
+    def seconds(self, cell: str) -> float:
+        return sum(r.seconds for r in self.grid.get(cell, {}).values())
+
+    def versions(self, cell: str) -> dict[str, str]:
+        found: dict[str, set[str]] = defaultdict(set)
+        for r in self.grid.get(cell, {}).values():
+            for name in VERSION_PROPERTIES:
+                if r.properties.get(name):
+                    found[name].add(r.properties[name])
+        return {name: ", ".join(sorted(found[name])) if found[name] else "not recorded" for name in VERSION_PROPERTIES}
+
+
+def build_report(matrix: Matrix, cases: list[CaseResult]) -> Report:
+    cells = list(matrix.cells)
+    grid: dict[str, dict[str, CaseResult]] = {c: {} for c in cells}
+    unbound, checks = [], []
+    for case in sorted(cases, key=lambda c: (c.classname, c.name)):
+        cell, check = cell_of(case, cells)
+        if cell is None:
+            unbound.append(case)
+            continue
+        grid[cell][check] = case
+        if check not in checks:
+            checks.append(check)
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return Report(cells, checks, grid, unbound, now)
+
+
+def _entry(report: Report, cell: str, check: str) -> tuple[str, CaseResult | None]:
+    if not report.grid.get(cell):
+        return "not run", None
+    case = report.grid[cell].get(check)
+    return (case.outcome, case) if case else (None, None)
+
+
+def _first_line(text: str, limit: int = 200) -> str:
+    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(report: Report) -> str:
+    out = ["# cpython-perf results", "", f"Generated {report.generated} from the JUnit files under results/.", ""]
+    out += ["## Cells", "", "| cell | status | pass | fail | error | skip | duration (s) | perf | kernel | seed flame graph |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for cell in report.cells:
+        n, v = report.counts(cell), report.versions(cell)
+        ran = bool(report.grid.get(cell))
+        nums = [str(n[k]) if ran else "" for k in ("passed", "failed", "error")] + \
+               [str(n["skipped"] + n["xfailed"]) if ran else ""]
+        seconds = f"{report.seconds(cell):.1f}" if ran else ""
+        versions = [_md_escape(v[k]) if ran else "" for k in VERSION_PROPERTIES]
+        svg, note = _flame_note(report, cell)
+        flame = f"[svg]({svg})" if svg else _md_escape(note)
+        out.append(f"| {cell} | {report.status(cell)} | " + " | ".join(nums) + f" | {seconds} | " + " | ".join(versions)
+                   + f" | {flame} |")
+    out += ["", "## Checks", "", "Rows are cells, columns are checks; `-`: not collected in that cell's run.", ""]
+    if report.checks:
+        notes: list[str] = []
+        out.append("| cell | " + " | ".join(_md_escape(c) for c in report.checks) + " |")
+        out.append("| --- |" + " --- |" * len(report.checks))
+        for cell in report.cells:
+            row = []
+            for check in report.checks:
+                outcome, case = _entry(report, cell, check)
+                label = LABEL[outcome]
+                if case is not None and outcome != "passed" and case.message:
+                    notes.append(f"{cell} {check}: {LABEL[outcome]}: {_first_line(case.message)}")
+                    label += f" [{len(notes)}]"
+                row.append(label)
+            out.append(f"| {cell} | " + " | ".join(row) + " |")
+        if notes:
+            out += ["", "Reasons:", ""] + [f"{i}. {_md_escape(n)}" for i, n in enumerate(notes, 1)]
+    else:
+        out.append("No cell results found.")
+    out += ["", "## Details", ""]
+    for cell in report.cells:
+        results = report.grid.get(cell)
+        if not results:
+            continue
+        out += [f"### {cell}", "", "| check | result | s | properties |", "| --- | --- | --- | --- |"]
+        for check, case in results.items():
+            props = ", ".join(f"{k}={v}" for k, v in case.properties.items())
+            out.append(f"| {_md_escape(check)} | {LABEL[case.outcome]} | {case.seconds:.1f} | {_md_escape(props)} |")
+        out.append("")
+    if report.unbound:
+        n = Counter(c.outcome for c in report.unbound)
+        out += ["## Tests without a cell (unit tests)", "",
+                ", ".join(f"{n[k]} {LABEL[k]}" for k in OUTCOMES if n[k]) +
+                f"; {sum(c.seconds for c in report.unbound):.1f} s", ""]
+        for case in report.unbound:
+            if case.outcome != "passed":
+                out.append(f"- {case.classname}::{case.name}: {LABEL[case.outcome]}: {_md_escape(_first_line(case.message))}")
+        out.append("")
+    out += ["## Flame graphs", "",
+            "Seed flame graphs are rendered only where results/<cell>/seed.perf-script.txt and a renderer exist; "
+            "no maintained renderer is installed by the project (see cpython_perf/report.py).", ""]
+    return "\n".join(out)
+
+
+_CSS = """
+body{font-family:sans-serif;font-size:14px} table{border-collapse:collapse;margin-bottom:1em}
+td,th{border:1px solid #bbb;padding:2px 6px;vertical-align:top} th{background:#eee}
+.passed{background:#cfc}.failed,.error{background:#f99}.skipped,.xfailed,.incomplete{background:#ffd27f}
+.notrun{background:#ddd;color:#555}.none{color:#999}.wide{overflow-x:auto}
+"""
+
+
+def render_html(report: Report) -> str:
+    e = html.escape
+    out = ["<!doctype html><html><head><meta charset='utf-8'><title>cpython-perf results</title>",
+           f"<style>{_CSS}</style></head><body>", "<h1>cpython-perf results</h1>",
+           f"<p>Generated {e(report.generated)} from the JUnit files under results/.</p>",
+           "<h2>Cells</h2><table><tr><th>cell</th><th>status</th><th>pass</th><th>fail</th><th>error</th>"
+           "<th>skip</th><th>duration (s)</th><th>perf</th><th>kernel</th><th>seed flame graph</th></tr>"]
+    for cell in report.cells:
+        status, n, v = report.status(cell), report.counts(cell), report.versions(cell)
+        ran = bool(report.grid.get(cell))
+        cls = "notrun" if status == "not run" else status
+        if ran:
+            nums = "".join(f"<td>{c}</td>" for c in (n["passed"], n["failed"], n["error"], n["skipped"] + n["xfailed"]))
+            nums += f"<td>{report.seconds(cell):.1f}</td>" + "".join(f"<td>{e(v[k])}</td>" for k in VERSION_PROPERTIES)
+        else:
+            nums = "<td></td>" * 7
+        svg, note = _flame_note(report, cell)
+        nums += f"<td><a href='{e(svg, quote=True)}'>svg</a></td>" if svg else f"<td>{e(note)}</td>"
+        out.append(f"<tr><td>{e(cell)}</td><td class='{cls}'>{e(status)}</td>{nums}</tr>")
+    out.append("</table><h2>Checks</h2><div class='wide'><table><tr><th>cell</th>" +
+               "".join(f"<th>{e(c)}</th>" for c in report.checks) + "</tr>")
+    for cell in report.cells:
+        cells = []
+        for check in report.checks:
+            outcome, case = _entry(report, cell, check)
+            cls = {"not run": "notrun", None: "none"}.get(outcome, outcome)
+            title = ""
+            if case is not None:
+                bits = [f"{case.seconds:.1f} s"] + [f"{k}={v}" for k, v in case.properties.items()]
+                if case.message and outcome != "passed":
+                    bits.append(_first_line(case.message, 500))
+                title = f" title='{e('; '.join(bits), quote=True)}'"
+            text = LABEL[outcome]
+            if case is not None and outcome in ("skipped", "xfailed", "failed", "error") and case.message:
+                text += f"<br><small>{e(_first_line(case.message, 160))}</small>"
+            elif case is not None and "chain_fraction" in case.properties:
+                text += f"<br><small>{e(case.properties['chain_fraction'])}</small>"
+            cells.append(f"<td class='{cls}'{title}>{text}</td>")
+        out.append(f"<tr><td>{e(cell)}</td>{''.join(cells)}</tr>")
+    out.append("</table></div><h2>Details</h2>")
+    for cell in report.cells:
+        results = report.grid.get(cell)
+        if not results:
+            continue
+        out.append(f"<h3>{e(cell)}</h3><table><tr><th>check</th><th>result</th><th>s</th><th>properties</th><th>message</th></tr>")
+        for check, case in results.items():
+            props = ", ".join(f"{k}={v}" for k, v in case.properties.items())
+            msg = _first_line(case.message, 500) if case.outcome != "passed" else ""
+            out.append(f"<tr><td>{e(check)}</td><td class='{case.outcome}'>{LABEL[case.outcome]}</td>"
+                       f"<td>{case.seconds:.1f}</td><td>{e(props)}</td><td>{e(msg)}</td></tr>")
+        out.append("</table>")
+    if report.unbound:
+        n = Counter(c.outcome for c in report.unbound)
+        out.append("<h2>Tests without a cell (unit tests)</h2><p>" +
+                   e(", ".join(f"{n[k]} {LABEL[k]}" for k in OUTCOMES if n[k])) + "</p><ul>")
+        for case in report.unbound:
+            if case.outcome != "passed":
+                out.append(f"<li>{e(case.classname)}::{e(case.name)}: {LABEL[case.outcome]}: {e(_first_line(case.message))}</li>")
+        out.append("</ul>")
+    out.append("<h2>Flame graphs</h2><p>Seed flame graphs are rendered only where results/&lt;cell&gt;/seed.perf-script.txt "
+               "and a renderer exist; no maintained renderer is installed by the project (see cpython_perf/report.py)."
+               "</p></body></html>")
+    return "\n".join(out)
+
+
+def folded_stacks(samples, comm_prefix: str = "python") -> Counter:
+    """Collapse parsed perf samples to folded stacks ('root;...;leaf' -> count), the input of flame-graph tools."""
+    folded: Counter = Counter()
+    for s in samples:
+        if s.comm.startswith(comm_prefix) and s.frames:
+            folded[";".join(f.symbol for f in reversed(s.frames))] += 1
+    return folded
+
+
+def flamegraph_command() -> list[str] | None:
+    """The flame-graph renderer: $CPYTHON_PERF_FLAMEGRAPH, else npm's `flamegraph` on PATH."""
+    if os.environ.get(FLAMEGRAPH_ENV):
+        return shlex.split(os.environ[FLAMEGRAPH_ENV])
+    found = shutil.which("flamegraph")
+    return [found, "-t", "perf"] if found else None
+
+
+def render_flamegraphs(results_dir: Path, cells, command: list[str] | None) -> dict[str, tuple[str | None, str]]:
+    """Render results/<cell>/seed.perf-script.txt to seed-flamegraph.svg where both input and renderer exist."""
+    out: dict[str, tuple[str | None, str]] = {}
+    for cell in cells:
+        source = results_dir / cell / SEED_PERF_SCRIPT
+        if not source.is_file():
+            continue
+        if command is None:
+            out[cell] = (None, f"no renderer (set ${FLAMEGRAPH_ENV} or put npm's flamegraph on PATH)")
+            continue
+        svg = results_dir / cell / SEED_FLAMEGRAPH
+        with source.open("rb") as stdin, svg.open("wb") as stdout:
+            done = subprocess.run(command, stdin=stdin, stdout=stdout, stderr=subprocess.PIPE, timeout=600)
+        if done.returncode != 0 or svg.stat().st_size == 0:
+            svg.unlink(missing_ok=True)
+            message = done.stderr.decode(errors="replace").strip().splitlines()
+            out[cell] = (None, f"renderer failed (exit {done.returncode}): {message[-1] if message else ''}")
+        else:
+            out[cell] = (f"{cell}/{SEED_FLAMEGRAPH}", "")
+    return out
+
+
+def _flame_note(report: Report, cell: str) -> tuple[str | None, str]:
+    if cell in report.flamegraphs:
+        return report.flamegraphs[cell]
+    return None, "no seed perf script output" if report.grid.get(cell) else ""
+
+
+def write_report(results_dir: Path, matrix: Matrix | None = None) -> tuple[Path, Path]:
+    results_dir = Path(results_dir)
+    matrix = matrix or load_matrix()
+    report = build_report(matrix, latest_results(results_dir))
+    report.flamegraphs = render_flamegraphs(results_dir, report.cells, flamegraph_command())
+    results_dir.mkdir(parents=True, exist_ok=True)
+    md, page = results_dir / "report.md", results_dir / "report.html"
+    md.write_text(render_markdown(report))
+    page.write_text(render_html(report))
+    return md, page
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m cpython_perf.report", description=__doc__.splitlines()[0])
+    parser.add_argument("--results", default=os.environ.get("CPYTHON_PERF_RESULTS", str(PROJECT_ROOT / "results")),
+                        help="directory holding the JUnit files (default: results/)")
+    args = parser.parse_args(argv)
+    md, page = write_report(Path(args.results))
+    print(f"wrote {md} and {page}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,209 @@
+"""Unit tests of cpython_perf.report (no Docker)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from cpython_perf import report
+from cpython_perf.matrix import load_matrix
+from cpython_perf.perf_samples import parse_perf_script
+
+MATRIX = load_matrix()
+
+
+def junit(path: Path, cases: str, timestamp: str = "2026-11-22T08:00:00.000000+00:00") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        '<?xml version="1.0" encoding="utf-8"?>\n'
+        '<testsuites><testsuite name="pytest" errors="0" failures="0" skipped="0" tests="1" time="1.0" '
+        f'timestamp="{timestamp}" hostname="h">\n{cases}\n</testsuite></testsuites>\n'
+    )
+    return path
+
+
+def case(name, cls="conformance.test_seed_chain", body="", time="1.5", props=None):
+    properties = ""
+    if props:
+        properties = "<properties>" + "".join(f'<property name="{k}" value="{v}"/>' for k, v in props.items()) + "</properties>"
+    return f'<testcase classname="{cls}" name="{name}" time="{time}">{properties}{body}</testcase>'
+
+
+SKIP = '<skipped type="pytest.skip" message="3.12-fp: source not available here">conftest.py:99: 3.12-fp: source not available here</skipped>'
+FAIL = '<failure message="AssertionError: chain broken (perf, xoption)">trace</failure>'
+
+
+def cr(name):
+    return report.CaseResult(name=name, classname="c", outcome="passed")
+
+
+def test_cell_of_takes_the_longest_cell_name():
+    cells = list(MATRIX.cells)
+    assert report.cell_of(cr("test_check_script[3.13-fp-vanilla-check_fix_x]"), cells) == (
+        "3.13-fp-vanilla", "test_check_script[check_fix_x]")
+    assert report.cell_of(cr("test_seed_chain[3.13-fp-perf-xoption]"), cells) == ("3.13-fp", "test_seed_chain[perf-xoption]")
+    assert report.cell_of(cr("test_variant_flags[3.13-O0]"), cells) == ("3.13-O0", "test_variant_flags")
+    assert report.cell_of(cr("test_parse_ok"), cells) == (None, "test_parse_ok")
+    assert report.cell_of(cr("test_parse[some-id]"), cells) == (None, "test_parse[some-id]")
+    # a prefix that is not followed by '-' is not a match
+    assert report.cell_of(cr("test_x[3.13-fpx]"), cells)[0] is None
+
+
+def test_outcomes_are_parsed_and_a_skip_is_never_a_pass(tmp_path):
+    junit(tmp_path / "3.13-fp" / "junit.xml", "\n".join([
+        case("test_seed_chain[3.13-fp-perf-xoption]", props={"chain_fraction": "0.97", "inside_foo": "512"}),
+        case("test_seed_chain[3.13-fp-perf-env]", body=FAIL),
+        case("test_seed_chain[3.12-fp-perf-xoption]", body=SKIP),
+        case("test_seed_chain[3.13-O0-perf-xoption]", body='<error message="fixture broke">x</error>'),
+        case("test_seed_chain[3.13-release-perf_jit-xoption]", body='<skipped type="pytest.xfail" message="known">x</skipped>'),
+    ]))
+    got = {c.name: c for c in report.latest_results(tmp_path)}
+    assert got["test_seed_chain[3.13-fp-perf-xoption]"].outcome == "passed"
+    assert got["test_seed_chain[3.13-fp-perf-xoption]"].properties == {"chain_fraction": "0.97", "inside_foo": "512"}
+    assert got["test_seed_chain[3.13-fp-perf-xoption]"].seconds == 1.5
+    assert got["test_seed_chain[3.13-fp-perf-env]"].outcome == "failed"
+    assert got["test_seed_chain[3.12-fp-perf-xoption]"].outcome == "skipped"
+    assert got["test_seed_chain[3.12-fp-perf-xoption]"].message == "3.12-fp: source not available here"
+    assert got["test_seed_chain[3.13-O0-perf-xoption]"].outcome == "error"
+    assert got["test_seed_chain[3.13-release-perf_jit-xoption]"].outcome == "xfailed"
+
+    rep = report.build_report(MATRIX, list(got.values()))
+    assert rep.status("3.13-fp") == "failed"
+    assert rep.status("3.12-fp") == "incomplete"      # only skipped: not passed
+    assert rep.status("3.13-O0") == "failed"          # an error counts as a failure
+    assert rep.status("3.13-release") == "incomplete"
+    assert rep.status("3.9-fp") == "not run"
+    assert "test_seed_chain[perf-xoption]" in rep.checks
+
+
+def test_every_matrix_cell_is_a_row_even_when_never_run(tmp_path):
+    junit(tmp_path / "3.13-fp" / "junit.xml", case("test_variant_flags[3.13-fp]", cls="conformance.test_build_shape"))
+    md, page = report.write_report(tmp_path, MATRIX)
+    text, markup = md.read_text(), page.read_text()
+    for cell in MATRIX.cells:
+        assert f"| {cell} |" in text, cell
+        assert f"<td>{cell}</td>" in markup, cell
+    row = next(line for line in text.splitlines() if line.startswith("| 3.11-fp | "))
+    assert "not run" in row
+    row = next(line for line in text.splitlines() if line.startswith("| 3.13-fp | "))
+    assert "| passed |" in row
+
+
+def test_skip_reason_and_properties_are_shown(tmp_path):
+    junit(tmp_path / "a" / "junit.xml", "\n".join([
+        case("test_seed_chain[3.13-fp-perf-xoption]", props={"chain_fraction": "0.9731", "perf_version": "6.12.43",
+                                                             "kernel_version": "6.18.0"}),
+        case("test_seed_chain[3.12-fp-perf-xoption]", body=SKIP),
+    ]))
+    rep = report.build_report(MATRIX, report.latest_results(tmp_path))
+    md, page = report.render_markdown(rep), report.render_html(rep)
+    grid_row = [line for line in md.splitlines() if line.startswith("| 3.12-fp | ")][1]
+    assert "skip [1]" in grid_row and "pass" not in grid_row
+    assert "1. 3.12-fp test_seed_chain[perf-xoption]: skip: 3.12-fp: source not available here" in md
+    assert "chain_fraction=0.9731" in md and "chain_fraction=0.9731" in page
+    assert rep.versions("3.13-fp") == {"perf_version": "6.12.43", "kernel_version": "6.18.0"}
+    assert rep.versions("3.12-fp") == {"perf_version": "not recorded", "kernel_version": "not recorded"}
+    assert "source not available here" in page
+
+
+def test_the_newest_file_wins(tmp_path):
+    name = "test_seed_chain[3.13-fp-perf-xoption]"
+    junit(tmp_path / "tests-junit.xml", case(name, body=FAIL), timestamp="2026-11-22T07:00:00+00:00")
+    junit(tmp_path / "3.13-fp" / "junit.xml", case(name), timestamp="2026-11-22T08:00:00+00:00")
+    [only] = report.latest_results(tmp_path)
+    assert only.outcome == "passed" and only.source.endswith("3.13-fp/junit.xml")
+    junit(tmp_path / "tests-junit.xml", case(name, body=FAIL), timestamp="2026-11-22T09:00:00+00:00")
+    [only] = report.latest_results(tmp_path)
+    assert only.outcome == "failed"
+
+
+def test_unit_tests_are_summarised_apart_and_bad_files_ignored(tmp_path):
+    junit(tmp_path / "tests-junit.xml", "\n".join([
+        case("test_parse", cls="tests.test_matrix"),
+        case("test_other", cls="tests.test_matrix", body=FAIL),
+    ]))
+    (tmp_path / "broken.xml").write_text("<testsuites")
+    rep = report.build_report(MATRIX, report.latest_results(tmp_path))
+    assert [c.name for c in rep.unbound] == ["test_other", "test_parse"]
+    assert rep.checks == []
+    md = report.render_markdown(rep)
+    assert "1 pass, 1 FAIL" in md and "tests.test_matrix::test_other: FAIL" in md
+
+
+def test_reads_the_junit_file_pytest_really_writes(tmp_path):
+    (tmp_path / "test_fake.py").write_text(textwrap.dedent("""\
+        import pytest
+
+        @pytest.mark.parametrize("cell", ["3.13-fp", "3.12-fp"])
+        def test_fake(cell, record_property):
+            record_property("chain_fraction", 0.75)
+            if cell == "3.12-fp":
+                pytest.skip("3.12-fp: source not available here")
+        """))
+    out = tmp_path / "results" / "3.13-fp" / "junit.xml"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path / "test_fake.py"),
+                    f"--junitxml={out}", "--rootdir", str(tmp_path)], cwd=tmp_path, env=env, check=True,
+                   capture_output=True)
+    rep = report.build_report(MATRIX, report.latest_results(tmp_path / "results"))
+    assert rep.grid["3.13-fp"]["test_fake"].outcome == "passed"
+    assert rep.grid["3.13-fp"]["test_fake"].properties == {"chain_fraction": "0.75"}
+    assert rep.grid["3.12-fp"]["test_fake"].outcome == "skipped"
+    assert "source not available" in rep.grid["3.12-fp"]["test_fake"].message
+
+
+def test_folded_stacks_are_root_first():
+    text = textwrap.dedent("""\
+        python3    42/42    100.000001: cpu-clock:ppp: 
+        \t    7f00000010a0 py::foo:/src/script.py (/tmp/perf-42.map)
+        \t    7f0000001080 py::bar:/src/script.py (/tmp/perf-42.map)
+        \t    55d0c0a00000 main (/opt/cpython/bin/python3.13)
+
+        perf-exec  41/41    100.000000: cpu-clock:ppp: 
+        \t    ffffffff8100 do_syscall_64 ([kernel.kallsyms])
+        """)
+    folded = report.folded_stacks(parse_perf_script(text))
+    assert folded == {"main;py::bar:/src/script.py;py::foo:/src/script.py": 1}
+
+
+def test_main_writes_both_files(tmp_path, capsys):
+    assert report.main(["--results", str(tmp_path)]) == 0
+    assert (tmp_path / "report.md").is_file() and (tmp_path / "report.html").is_file()
+    assert "wrote" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("outcome", ["skipped", "failed", "error", "xfailed"])
+def test_labels_never_say_pass_for_anything_but_a_pass(outcome):
+    assert report.LABEL[outcome] != report.LABEL["passed"]
+
+
+def test_flame_graph_is_rendered_and_linked_where_input_and_renderer_exist(tmp_path, monkeypatch):
+    junit(tmp_path / "3.13-fp" / "junit.xml", case("test_seed_chain[3.13-fp-perf-xoption]"))
+    junit(tmp_path / "3.13-O0" / "junit.xml", case("test_seed_chain[3.13-O0-perf-xoption]"))
+    (tmp_path / "3.13-fp" / report.SEED_PERF_SCRIPT).write_text("python3 8 1.0: 1 task-clock:\n\t1 py::foo:/src/script.py (x)\n")
+    fake = tmp_path / "fake_flamegraph.py"
+    fake.write_text("import sys\ndata = sys.stdin.read()\nprint('<svg>' + str(len(data)) + '</svg>')\n")
+    monkeypatch.setenv(report.FLAMEGRAPH_ENV, f"{sys.executable} {fake}")
+    md, page = report.write_report(tmp_path, MATRIX)
+    assert (tmp_path / "3.13-fp" / report.SEED_FLAMEGRAPH).read_text().startswith("<svg>")
+    row = next(line for line in md.read_text().splitlines() if line.startswith("| 3.13-fp | "))
+    assert f"[svg](3.13-fp/{report.SEED_FLAMEGRAPH})" in row
+    row = next(line for line in md.read_text().splitlines() if line.startswith("| 3.13-O0 | "))
+    assert "no seed perf script output" in row
+    assert f"href='3.13-fp/{report.SEED_FLAMEGRAPH}'" in page.read_text()
+
+
+def test_flame_graph_reasons_when_renderer_missing_or_failing(tmp_path, monkeypatch):
+    (tmp_path / "3.13-fp").mkdir()
+    (tmp_path / "3.13-fp" / report.SEED_PERF_SCRIPT).write_text("x\n")
+    assert report.render_flamegraphs(tmp_path, ["3.13-fp", "3.13-O0"], None) == {
+        "3.13-fp": (None, f"no renderer (set ${report.FLAMEGRAPH_ENV} or put npm's flamegraph on PATH)")}
+    failing = [sys.executable, "-c", "import sys; sys.stderr.write('Unable to detect input type\\n'); sys.exit(1)"]
+    [(svg, note)] = report.render_flamegraphs(tmp_path, ["3.13-fp"], failing).values()
+    assert svg is None and note == "renderer failed (exit 1): Unable to detect input type"
+    assert not (tmp_path / "3.13-fp" / report.SEED_FLAMEGRAPH).exists()
