@@ -82,6 +82,10 @@ def pytest_generate_tests(metafunc):
     elif "cell_check" in names:
         params = [(c, s) for c in cells for s in check_scripts() if check_applies(c, s)]
         metafunc.parametrize("cell_check", params, ids=[f"{c.name}-{s.stem}" for c, s in params])
+    elif "patched_cell" in names:
+        # CPython's own tests are compared between a patched cell and its vanilla twin
+        params = [c for c in cells if not c.vanilla]
+        metafunc.parametrize("patched_cell", params, ids=[c.name for c in params])
     elif "cell" in names:
         metafunc.parametrize("cell", cells, ids=[c.name for c in cells])
 
@@ -134,13 +138,13 @@ class CellRunner:
         )
 
 
-def _workdir(tmp_path: Path) -> Path:
-    (tmp_path / "src").mkdir()
-    (tmp_path / "tmp").mkdir()
-    os.chmod(tmp_path / "tmp", 0o1777)
+def _workdir(path: Path) -> Path:
+    (path / "src").mkdir(parents=True)
+    (path / "tmp").mkdir()
+    os.chmod(path / "tmp", 0o1777)
     for script in SCRIPTS.glob("*.py"):
-        shutil.copy2(script, tmp_path / "src" / script.name)
-    return tmp_path
+        shutil.copy2(script, path / "src" / script.name)
+    return path
 
 
 @pytest.fixture
@@ -150,6 +154,6 @@ def runner_for(docker_client, tmp_path):
     def make(cell, perf=True):
         image = image_for(cell, docker_client)
         cap = perf_cap_for(image, docker_client) if perf else None
-        return CellRunner(docker_client, image, _workdir(tmp_path), cap)
+        return CellRunner(docker_client, image, _workdir(tmp_path / cell.name), cap)
 
     return make

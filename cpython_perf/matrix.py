@@ -25,7 +25,7 @@ SUPPORT_KINDS = ("native", "backport", "none")
 NATIVE_SINCE = {"perf": (3, 12), "perf_jit": (3, 13)}
 IMAGE_REPOSITORY = "cpython-perf"
 
-_TOP_KEYS = {"smoke_cells", "default_cell", "base_suite", "arches", "variants", "versions"}
+_TOP_KEYS = {"smoke_cells", "default_cell", "base_suite", "arches", "variants", "versions", "regression_tests"}
 _VARIANT_KEYS = {"description", "cflags", "configure_since", "dwarf_stack_size"}
 _VERSION_KEYS = {"recipe", "support", "series", "additions", "cells"}
 _CELL_KEYS = {"modes", "arches", "vanilla"}
@@ -178,7 +178,9 @@ class Cell:
     # native ones of its version plus every mode a cell of its version claims.
     backends: tuple[str, ...] = ()
     # A vanilla cell builds the pinned source without the version's series and
-    # additions: the unpatched twin on which fix reproducers must fail.
+    # additions: the unpatched twin on which fix reproducers must fail, and
+    # against which CPython's own regression tests of the patched cell are
+    # compared.  A backport's twin claims no modes and offers no backends.
     vanilla: bool = False
 
     @property
@@ -207,6 +209,8 @@ class Matrix:
     cells: dict[str, Cell] = field(default_factory=dict)
     smoke_cells: tuple[str, ...] = ()
     default_cell: str = ""
+    # CPython's own tests compared between a patched cell and its vanilla twin
+    regression_tests: tuple[str, ...] = ()
 
     def cell(self, name: str) -> Cell:
         try:
@@ -217,6 +221,13 @@ class Matrix:
             raise UnknownCell(
                 f"unknown cell {name!r}: {self.path} defines {', '.join(self.cells)}.{hint}"
             ) from None
+
+    def vanilla_twin(self, cell: Cell) -> Cell | None:
+        """The unpatched build of the same version, variant and arch, if matrix.yaml asks for one."""
+        if cell.vanilla:
+            return None
+        return next((c for c in self.cells.values() if c.vanilla and c.version == cell.version
+                     and c.variant == cell.variant and c.arch == cell.arch), None)
 
     def cells_with_mode(self, mode: str) -> list[Cell]:
         return [c for c in self.cells.values() if c.has_mode(mode)]
@@ -327,6 +338,11 @@ def load_matrix(path: Path | None = None) -> Matrix:
     if default not in matrix.cells:
         raise where.error(data, "default_cell", f"default cell {default!r} is not a cell of the matrix")
     matrix.default_cell = default
+
+    tests = data.get("regression_tests") or []
+    if not isinstance(tests, list) or not all(isinstance(t, str) and re.fullmatch(r"test_\w+", t) for t in tests):
+        raise where.error(data, "regression_tests", "regression_tests must be a list of CPython test module names (test_xxx)")
+    matrix.regression_tests = tuple(tests)
     return matrix
 
 
@@ -385,9 +401,9 @@ def _load_version(matrix: Matrix, where: _Where, versions, version: str, spec) -
         vanilla = cell_spec.get("vanilla", False)
         if not isinstance(vanilla, bool):
             raise where.error(cell_spec, "vanilla", "vanilla must be true or false")
-        if vanilla and (series_path is None or support != "native"):
+        if vanilla and series_path is None:
             raise where.error(cell_spec, "vanilla",
-                              f"a vanilla twin is for a native version with a fix series; {version} has none")
+                              f"a vanilla twin is the unpatched build of a version with a patch series; {version} has none")
         cell_arches = cell_spec.get("arches") or list(matrix.arches)
         for arch in cell_arches:
             if arch not in matrix.arches:
@@ -405,5 +421,11 @@ def _load_version(matrix: Matrix, where: _Where, versions, version: str, spec) -
             )
             matrix.cells[cell.name] = cell
             if vanilla:
-                twin = replace(cell, series=None, additions=(), vanilla=True)
+                # The pinned source as released: a native version keeps its
+                # upstream support (with the defects the series fixes); a
+                # backport's twin has no perf support at all.
+                native_only = support == "native"
+                twin = replace(cell, series=None, additions=(), vanilla=True,
+                               modes=cell.modes if native_only else (),
+                               backends=tuple(sorted(native, key=PERF_MODES.index)) if native_only else ())
                 matrix.cells[twin.name] = twin

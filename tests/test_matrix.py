@@ -146,6 +146,20 @@ def test_vanilla_twin_has_no_series(project_copy):
 
 
 def test_vanilla_needs_a_fix_series(project_copy):
+    # "true }" (valid flow YAML) makes the 3.12 line the only match of the needle
     edit(project_copy / "matrix.yaml", "      fp: {modes: [perf]}\n      O0: {modes: [perf]}",
-         "      fp: {modes: [perf], vanilla: true}\n      O0: {modes: [perf]}")
-    expect_error(project_copy, "vanilla: true", "a vanilla twin is for a native version with a fix series")
+         "      fp: {modes: [perf], vanilla: true }\n      O0: {modes: [perf]}")
+    expect_error(project_copy, "vanilla: true }", "a vanilla twin is the unpatched build of a version with a patch series")
+
+
+def test_backport_twin_has_no_perf_support():
+    matrix = load_matrix()
+    patched, twin = matrix.cell("3.11-fp"), matrix.cell("3.11-fp-vanilla")
+    assert patched.modes == ("perf",) and set(patched.backends) == {"perf", "perf_jit"}
+    assert patched.additions and patched.series is not None
+    assert twin.modes == () and twin.backends == () and twin.series is None and twin.additions == ()
+
+
+def test_native_twin_keeps_upstream_support():
+    twin = load_matrix().cell("3.13-release-vanilla")
+    assert twin.modes == ("perf_jit",) and twin.backends == ("perf", "perf_jit")

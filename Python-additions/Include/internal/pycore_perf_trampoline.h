@@ -1,0 +1,100 @@
+/* Internal interface of the perf profiler trampoline (backport).
+ *
+ * Upstream CPython (3.12+) keeps these declarations in pycore_ceval.h and its
+ * state in _PyRuntime.ceval.perf.  The backport keeps its state private to
+ * Python/perf_trampoline.c so that no runtime structure changes size, and
+ * gathers the small amount of version-specific glue here, so that the same
+ * Python/perf_trampoline.c and Python/perf_jit_trampoline.c build on 3.9,
+ * 3.10 and 3.11.
+ */
+#ifndef Py_INTERNAL_PERF_TRAMPOLINE_H
+#define Py_INTERNAL_PERF_TRAMPOLINE_H
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifndef Py_BUILD_CORE
+#  error "this header requires Py_BUILD_CORE define"
+#endif
+
+/* ---- version glue -------------------------------------------------------
+ * _PyPerf_Frame: the frame type the PEP 523 eval hook receives.
+ * _PyPerf_FRAME_CODE(frame): the code object executed by that frame.
+ * _PyPerf_CODE_NAME(code): the name written to the map (co_qualname where it
+ *     exists, i.e. 3.11+, else co_name).
+ */
+#if PY_VERSION_HEX >= 0x030B0000
+#  include "pycore_frame.h"           // struct _PyInterpreterFrame
+typedef struct _PyInterpreterFrame _PyPerf_Frame;
+#  define _PyPerf_CODE_NAME(code) ((code)->co_qualname)
+#else
+#  include "frameobject.h"            // PyFrameObject
+typedef PyFrameObject _PyPerf_Frame;
+#  define _PyPerf_CODE_NAME(code) ((code)->co_name)
+#endif
+#define _PyPerf_FRAME_CODE(frame) ((frame)->f_code)
+
+/* _PyPerf_AFTER_HOOK_INSTALLED(): run when the trampoline becomes the
+ * frame evaluator.  3.11's specializer inlines Python __getitem__ calls
+ * (BINARY_SUBSCR_GETITEM) without going through the evaluator; it refuses
+ * to specialize them while a PEP 523 evaluator is set, and instructions
+ * specialized before are made to deoptimize by invalidating the type
+ * version tags they were specialized for (PyType_Modified() on object
+ * reaches every type).  3.12+ checks the evaluator in the instruction
+ * instead; before 3.11 nothing is inlined. */
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+#  define _PyPerf_AFTER_HOOK_INSTALLED() PyType_Modified(&PyBaseObject_Type)
+#else
+#  define _PyPerf_AFTER_HOOK_INSTALLED() ((void)0)
+#endif
+
+/* ---- backends --------------------------------------------------------- */
+
+/* Same shape as upstream's _PyPerf_Callbacks. */
+typedef struct {
+    // Callback to initialize the trampoline state
+    void* (*init_state)(void);
+    // Callback to register every trampoline being created
+    void (*write_state)(void* state, const void *code_addr,
+                        unsigned int code_size, PyCodeObject* code);
+    // Callback to free the trampoline state
+    int (*free_state)(void* state);
+} _PyPerf_Callbacks;
+
+extern int _PyPerfTrampoline_SetCallbacks(_PyPerf_Callbacks *);
+extern void _PyPerfTrampoline_GetCallbacks(_PyPerf_Callbacks *);
+extern int _PyPerfTrampoline_Init(int activate);
+extern int _PyPerfTrampoline_Fini(void);
+extern void _PyPerfTrampoline_FreeArenas(void);
+extern int _PyIsPerfTrampolineActive(void);
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+extern void _PyPerfTrampoline_SetCodePadding(size_t padding);
+#endif
+extern PyStatus _PyPerfTrampoline_AfterFork_Child(void);
+
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+extern _PyPerf_Callbacks _Py_perfmap_callbacks;
+extern _PyPerf_Callbacks _Py_perfmap_jit_callbacks;
+#endif
+
+/* Start the trampoline selected at startup (mode 1: perf map, 2: perf_jit).
+   Returns 0 on success, -1 with an exception set on failure. */
+extern int _PyPerfTrampoline_InitFromConfig(int mode);
+
+/* Implementations of sys.activate_stack_trampoline(),
+   sys.deactivate_stack_trampoline() and sys.is_stack_trampoline_active(). */
+extern PyObject *_PyPerfTrampoline_SysActivate(const char *backend);
+extern PyObject *_PyPerfTrampoline_SysDeactivate(void);
+extern PyObject *_PyPerfTrampoline_SysIsActive(void);
+
+/* Helpers shared by the two backends: the UTF-8 form of a code object's
+   name / filename.  Never fails and never leaves an exception set (nor
+   disturbs one that is pending); names that are not valid UTF-8 (lone
+   surrogates) are written with backslash escapes.  *tofree receives an
+   object to release with Py_XDECREF after use. */
+extern const char *_PyPerf_CodeStringUTF8(PyObject *str, PyObject **tofree);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* !Py_INTERNAL_PERF_TRAMPOLINE_H */

@@ -1,0 +1,71 @@
+"""CPython's own regression tests: a patched cell must not fail where its unpatched twin passes.
+
+For every selected patched cell, matrix.yaml's `regression_tests` that the
+version ships run with `./python -m test` in the cell's built tree and in
+its vanilla twin's (the pinned source as released, same variant and flags).
+Failures are compared test case by test case (cpython_perf.regrtest); the
+cell fails on any failure that only the patched build has.  A cell without a
+vanilla twin in matrix.yaml is skipped with that reason.
+
+Marked `upstream_regression` (minutes per cell): `nox -s conformance-<cell>`
+runs it, `nox -s tests` (CI's smoke run) leaves it out.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from cpython_perf import regrtest
+
+from conftest import MATRIX
+
+pytestmark = pytest.mark.upstream_regression
+RUN_TIMEOUT = 3600
+
+
+def _run(runner, cell, tests):
+    junit = f"/src/{regrtest.JUNIT_FILE}"
+    result = runner.run(regrtest.regrtest_command(cell, tests, junit), timeout=RUN_TIMEOUT)
+    output = result.stdout + result.stderr
+    junit_file = runner.src / regrtest.JUNIT_FILE
+    assert junit_file.exists() or result.exit_code == 0, (
+        f"regrtest did not run in {cell.name} (exit {result.exit_code}):\n{output[-4000:]}"
+    )
+    parsed = regrtest.parse_run(junit_file.read_text() if junit_file.exists() else "", output)
+    print(f"--- {cell.name}: regrtest exit {result.exit_code}, {parsed.cases} cases, "
+          f"{len(parsed.failures())} failures, {result.seconds:.0f} s")
+    print(output[-1500:])
+    return parsed
+
+
+def test_no_new_regrtest_failures(patched_cell, runner_for, record_property):
+    cell = patched_cell
+    twin = MATRIX.vanilla_twin(cell)
+    if twin is None:
+        pytest.skip(f"{cell.name} has no vanilla twin in matrix.yaml (vanilla: true) to compare CPython's tests with")
+    if not MATRIX.regression_tests:
+        pytest.skip("matrix.yaml lists no regression_tests")
+    patched_runner = runner_for(cell)
+    shipped = patched_runner.run(regrtest.shipped_tests_command(cell, list(MATRIX.regression_tests)), perf=False)
+    assert shipped.exit_code == 0, shipped.stderr
+    tests = shipped.stdout.split()
+    left_out = [t for t in MATRIX.regression_tests if t not in tests]
+    record_property("regression_tests", " ".join(tests))
+    record_property("regression_tests_not_shipped", " ".join(left_out))
+    print(f"{cell.name} runs {' '.join(tests)}; not shipped by {cell.recipe.version}: {' '.join(left_out) or 'none'}")
+    assert tests, f"{cell.name}'s tree ships none of {MATRIX.regression_tests}"
+
+    patched = _run(patched_runner, cell, tests)
+    vanilla = _run(runner_for(twin), twin, tests)
+    comparison = regrtest.Comparison(patched, vanilla)
+    record_property("patched_cases", patched.cases)
+    record_property("vanilla_cases", vanilla.cases)
+    record_property("patched_failures", " ".join(sorted(patched.failures())))
+    record_property("vanilla_failures", " ".join(sorted(vanilla.failures())))
+    print(comparison.summary())
+    print("patched failures:", sorted(patched.failures()))
+    print("vanilla failures:", sorted(vanilla.failures()))
+    assert patched.cases > 0 and vanilla.cases > 0, f"no test case ran: {comparison.summary()}"
+    assert not comparison.new_failures, (
+        f"{cell.name} fails CPython tests that pass on {twin.name}: {comparison.new_failures}\n{comparison.summary()}"
+    )
