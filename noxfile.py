@@ -50,7 +50,23 @@ def tests(session):
     """The README's test command: unit tests, then the smoke cells for real."""
     _install(session)
     cells = [arg for name in MATRIX.smoke_cells for arg in ("--cell", name)]
-    _pytest(session, "tests", "conformance", *cells, "-ra", "--junitxml=results/tests-junit.xml")
+    # CPython's own regression tests (minutes a cell) run in conformance-<cell>, not in CI's smoke run
+    _pytest(session, "tests", "conformance", *cells, "-m", "not upstream_regression", "-ra",
+            "--junitxml=results/tests-junit.xml")
+
+
+@nox.session(default=False)
+def report(session):
+    """Write results/report.md and results/report.html from the latest JUnit files under results/."""
+    _install(session)
+    session.run("python", "-m", "cpython_perf.report", "--results", "results", *session.posargs)
+
+
+@nox.session(default=False)
+def bench(session):
+    """Runtime overhead of the trampolines (results/bench/*.json, BENCHMARKS.md)"""
+    _install(session)
+    session.run("python", "-m", "cpython_perf.bench", *session.posargs)
 
 
 def _cell_sessions(cell):
