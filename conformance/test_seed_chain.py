@@ -20,10 +20,16 @@ MIN_CHAIN_FRACTION = 0.5   # of the samples inside foo
 MIN_COVERAGE = 0.3         # samples inside foo / samples of the process (foo's loop dominates the run)
 
 
-def record(runner, cell, mode, activation):
+def record(runner, cell, mode, activation, record_property=None):
+    """Record the script in the cell; parsed samples.  The cost of perf itself (perf.data size, record /
+    inject / script wall times) goes to the test's properties."""
     run = perf_runs.perf_run(cell, mode, activation, SCRIPT)
     result = runner.run(run.shell, timeout=900)
     assert result.exit_code == 0, f"perf run failed in {runner.image}:\n{run.shell}\n{result.stderr[-4000:]}"
+    if record_property is not None:
+        phases = perf_runs.parse_phases((runner.src / perf_runs.PHASES_OUTPUT).read_text())
+        for name, value in phases.items():
+            record_property(f"perf_{name}" if name == "data_bytes" else f"{name}_ms", value)
     return parse_perf_script((runner.src / run.output).read_text(errors="replace"))
 
 
@@ -56,7 +62,7 @@ def test_seed_chain(cell_mode, activation, runner_for, record_property):
     cell, mode = cell_mode
     runner = runner_for(cell)
     chain = expected_chain(runner, cell, mode, record_property)
-    samples = record(runner, cell, mode, activation)
+    samples = record(runner, cell, mode, activation, record_property)
     report = chain_report(samples, chain)
     record_property("chain_depth", len(chain))
     record_property("chain_fraction", round(report.fraction, 4))

@@ -25,6 +25,7 @@ MODE_XOPTION = {"perf": "perf", "perf_jit": "perf_jit"}
 MODE_ENV = {"perf": "PYTHONPERFSUPPORT", "perf_jit": "PYTHON_PERF_JIT_SUPPORT"}
 ACTIVATIONS = ("xoption", "env", "sys_api")
 SCRIPT_OUTPUT = "perf.script.txt"
+PHASES_OUTPUT = "perf.phases.txt"   # "<phase> <milliseconds>" lines, and "data_bytes <size>"
 
 
 @dataclass(frozen=True)
@@ -72,18 +73,34 @@ def perf_run(cell: Cell, mode: str | None, activation: str = "xoption", script: 
     argv, env = python_command(mode, activation, script)
     envs = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
     record = f"perf record {' '.join(record_options(cell, mode))} -o /src/perf.data -- "
+    phases = f"/src/{PHASES_OUTPUT}"
     lines = [
         "set -eu",
         "cd /src",
-        f"{('env ' + envs + ' ') if envs else ''}{record}{shlex.join(argv)} > /src/python.stdout",
+        f": > {phases}",
+        # timed(): run a phase and append its wall time in milliseconds
+        f'timed() {{ phase=$1; shift; t=$(date +%s%N); "$@"; '
+        f'echo "$phase $(( ($(date +%s%N) - t) / 1000000 ))" >> {phases}; }}',
+        f"timed record {('env ' + envs + ' ') if envs else ''}{record}{shlex.join(argv)} > /src/python.stdout",
     ]
     data = "/src/perf.data"
     if mode == "perf_jit":
         # perf inject writes jitted-PID-N.so beside the dump, i.e. in the mounted /tmp.
-        lines.append("perf inject -i /src/perf.data --jit --output /src/perf.jit.data")
+        lines.append("timed inject perf inject -i /src/perf.data --jit --output /src/perf.jit.data")
         data = "/src/perf.jit.data"
-    lines.append(f"perf script -F {PERF_SCRIPT_FIELDS} -i {data} > /src/{SCRIPT_OUTPUT}")
+    lines.append(f"echo \"data_bytes $(stat -c %s {data})\" >> {phases}")
+    lines.append(f"timed script perf script -F {PERF_SCRIPT_FIELDS} -i {data} > /src/{SCRIPT_OUTPUT}")
     return PerfRun("\n".join(lines) + "\n")
+
+
+def parse_phases(text: str) -> dict[str, int]:
+    """The phase timings (ms) and data size a perf run wrote: {"record": 812, "data_bytes": 123456, ...}."""
+    phases = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name and value.strip().isdigit():
+            phases[name] = int(value)
+    return phases
 
 
 # --------------------------------------------------------------------------

@@ -49,6 +49,27 @@ def test_perf_mode_command_lines():
     assert "-- python3 /src/script.py" in none
 
 
+def test_perf_run_times_its_phases(tmp_path):
+    """The shell a perf run executes times each phase; run it with stand-ins for perf and python3."""
+    import subprocess
+    run = perf_runs.perf_run(load_matrix().cell("3.13-release"), "perf_jit")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("perf", "python3"):
+        (bin_dir / tool).write_text("#!/bin/sh\necho fake > /dev/null\n")
+        (bin_dir / tool).chmod(0o755)
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "perf.jit.data").write_bytes(b"x" * 1234)
+    shell = run.shell.replace("/src", str(src))
+    proc = subprocess.run(["sh", "-c", shell], env={"PATH": f"{bin_dir}:/usr/bin:/bin"}, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    phases = perf_runs.parse_phases((src / perf_runs.PHASES_OUTPUT).read_text())
+    assert set(phases) == {"record", "inject", "script", "data_bytes"}
+    assert phases["data_bytes"] == 1234 and all(phases[p] >= 0 for p in ("record", "inject", "script"))
+    assert perf_runs.parse_phases("record 12\nnoise\n") == {"record": 12}
+
+
 def test_perf_permission_message_names_the_capabilities():
     message = explain_perf_failure(
         {"PERFMON": "engine refused the capability: unknown capability: \"CAP_PERFMON\"",
