@@ -83,11 +83,8 @@ def test_native_version_cannot_claim_a_mode_it_lacks(project_copy):
 
 
 def test_backport_claiming_a_mode_needs_a_series(project_copy):
-    text = (project_copy / "matrix.yaml").read_text()
-    start = text.index('"3.9":')
-    section = text[start:].replace("fp: {modes: []}", "fp: {modes: [perf]}", 1)
-    (project_copy / "matrix.yaml").write_text(text[:start] + section)
-    expect_error(project_copy, "fp: {modes: [perf]}", "has no patch series")
+    edit(project_copy / "matrix.yaml", "series: patches/3.9/series", "series: null")
+    expect_error(project_copy, "fp: {modes: [perf], vanilla: true}", "has no patch series")
 
 
 def test_duplicate_key(project_copy):

@@ -17,10 +17,16 @@ import tempfile
 CHILD = r'''
 import os, sys
 
+def rename(code, name):
+    # co_qualname exists from 3.11; before, the perf map names code by co_name
+    if hasattr(code, "co_qualname"):
+        return code.replace(co_name=name, co_qualname=name)
+    return code.replace(co_name=name)
+
 def foo():
     return 42
 
-foo.__code__ = foo.__code__.replace(co_name="bad\udcff", co_qualname="bad\udcff")
+foo.__code__ = rename(foo.__code__, "bad\udcff")
 assert foo() == 42
 
 code = compile("x = 1", "bad\ud800file", "exec")
@@ -28,7 +34,7 @@ exec(code, {})
 
 def gen():
     yield 1
-gen.__code__ = gen.__code__.replace(co_name="g\ud800", co_qualname="g\ud800")
+gen.__code__ = rename(gen.__code__, "g\ud800")
 g = gen()
 try:
     g.throw(ValueError("boom"))

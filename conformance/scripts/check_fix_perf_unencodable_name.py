@@ -27,10 +27,16 @@ import sysconfig
 CHILD = r'''
 import os, sys
 
+def rename(code, name):
+    # co_qualname exists from 3.11; before, the perf map names code by co_name
+    if hasattr(code, "co_qualname"):
+        return code.replace(co_name=name, co_qualname=name)
+    return code.replace(co_name=name)
+
 def f():
     return 42
 
-f.__code__ = f.__code__.replace(co_name="bad\udcff", co_qualname="bad\udcff")
+f.__code__ = rename(f.__code__, "bad\udcff")
 assert f() == 42, "bad-qualname call"
 
 code = compile("x = 1", "bad\ud800file", "exec")
@@ -40,7 +46,7 @@ assert ns["x"] == 1, "bad-filename exec"
 
 def gen():
     yield 1
-gen.__code__ = gen.__code__.replace(co_qualname="g\ud800")
+gen.__code__ = rename(gen.__code__, "g\ud800")
 g = gen()
 try:
     g.throw(ValueError("boom"))
@@ -74,7 +80,7 @@ def main():
               file=sys.stderr)
         return 2
     failures = []
-    backends = ("perf", "perf_jit") if sys.version_info >= (3, 13) else ("perf",)
+    backends = ("perf", "perf_jit")   # '# requires: perf perf_jit': both are offered here
     for backend in backends:
         proc = run(backend)
         if proc.returncode != 0 or not proc.stdout.startswith("OK") \
