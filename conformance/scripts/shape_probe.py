@@ -26,6 +26,10 @@ def symbol(code):
     return "py::%s:%s" % (getattr(code, "co_qualname", code.co_name), code.co_filename)
 
 
+def frame_code_sample():
+    return report.__code__
+
+
 def report():
     """Print the caller's stack (leaf first) and end the process."""
     frame = sys._getframe(1)
@@ -39,6 +43,8 @@ def report():
         "expected": list(getattr(main, "EXPECTED", [])),
         "stdlib": sysconfig.get_paths()["stdlib"],
         "recursionlimit": sys.getrecursionlimit(),
+        # before 3.11 code objects have no co_qualname: the map names them by co_name
+        "qualnames": hasattr(frame_code_sample(), "co_qualname"),
     }))
     sys.stdout.flush()
     os._exit(0)
