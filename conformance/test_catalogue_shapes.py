@@ -29,10 +29,10 @@ oracle's stack (nothing wrong, nothing skipped) holding at least
 min(50, reach) nested py::rec frames, where reach is what the unwinder can
 hold: for frame pointers the kernel's perf_event_max_stack (read in the
 container) divided by the native frames one Python level takes (the spacing
-of consecutive py::rec frames in the samples), less one level for the leaf's
-own callees; for dwarf the dump size divided by the stack bytes of one
-level, summed over the native functions between two py::rec frames (their
-prologues read with objdump from the cell's binary).  Where no sample holds
+of consecutive py::rec frames in the samples); for dwarf the dump size
+divided by the stack bytes of one level, summed over the native functions
+between two py::rec frames (their prologues read with objdump from the
+cell's binary); both less one level for the leaf's own callees.  Where no sample holds
 two nested py::rec frames the level cannot be measured and the demand falls
 back to an upper bound (two native frames a level; the seed's eval-frame-only
 rule for dwarf), so broken unwinding fails instead of lowering the bar.
@@ -106,8 +106,15 @@ def probe(runner, shape: str) -> dict:
     return info
 
 
+# Under a perf trampoline every Python call is a C call of the eval loop (3.11+ inline them
+# otherwise): near the recursion limit that is ~950 eval frames, 10 KiB (3.11) to 18 KiB (3.13)
+# each at -O0, more than the default 8 MiB C stack -- native 3.13 dies with SIGSEGV as much as
+# the backports.  The shapes run with a C stack that any build here fits in.
+SHAPE_C_STACK_KB = 256 * 1024
+
+
 def record(runner, cell, mode, shape):
-    run = perf_runs.perf_run(cell, mode, "xoption", script_path(shape))
+    run = perf_runs.perf_run(cell, mode, "xoption", script_path(shape), c_stack_kb=SHAPE_C_STACK_KB)
     result = runner.run(run.shell, timeout=900)
     died = f" (python3 was killed by signal {result.exit_code - 128})" if result.exit_code > 128 else ""
     assert result.exit_code == 0, (
@@ -239,14 +246,18 @@ def _dwarf_reach_levels(runner, cell, samples, rec, record_property) -> tuple[in
         return reach, {"level_bytes": None, "level_functions": sizes, "fallback": "eval frame only"}
     # the trampoline (the py::rec symbol itself) keeps a frame record: 16 bytes
     per_level = sum(known) + 16
-    reach = max(1, stack // per_level)
+    # less one level for the leaf's own callees, as for frame pointers: the dump starts at the
+    # sampled stack pointer, and the leaf's work (time.perf_counter(), the long arithmetic;
+    # real calls at -O0) sits below the first eval frame (3.13 at -O0: 65528 // 18800 = 3
+    # levels on paper; in one run 3600 of 3634 samples held 2)
+    reach = max(1, stack // per_level - 1)
     return reach, {"dwarf_stack": stack, "level_bytes": per_level, "level_functions": sizes}
 
 
 def _stack_budget(runner, depth: int) -> str:
     """Why a deep recursion may have crashed: C stack limit against eval frames (each Python call
     under a perf trampoline is a C call of the eval loop, not inlined)."""
-    limit = runner.run(["sh", "-c", "ulimit -s"], perf=False).stdout.strip()
+    limit = SHAPE_C_STACK_KB
     frame = perf_runs.frame_allocation(runner.run(perf_runs.objdump_command(PYTHON), perf=False).stdout)
     need = f"{depth} x {frame} = {depth * frame // 1024} KiB" if frame else "unknown"
     return (f"C stack limit (ulimit -s): {limit} KiB; {depth} nested Python frames need at least "

@@ -36,12 +36,25 @@ class PerfRun:
     output: str = SCRIPT_OUTPUT
 
 
+# Per-CPU ring buffer for dwarf call graphs.  Every dwarf sample carries a copy
+# of the stack (up to 64 KiB at -O0); perf's default buffer (516 KiB) holds ~8
+# of them, well under a millisecond at 9999 Hz, and when perf's reader falls
+# behind the kernel drops records -- including, now and then, the MMAP of
+# /tmp/jit-PID.dump that `perf inject --jit` needs, after which no sample gets
+# a py:: frame.  The shell picks the largest power of two up to 4 MiB that the
+# memlock limit allows for every CPU (a container's default: 8 MiB in all).
+DWARF_MMAP_FUNCTION = (
+    'dwarf_mmap() { l=$(ulimit -l); [ "$l" = unlimited ] && l=1048576; per=$(( l / $(nproc) )); '
+    'kb=4096; while [ $kb -gt $per ] && [ $kb -gt 512 ]; do kb=$(( kb / 2 )); done; echo "${kb}K"; }'
+)
+
+
 def record_options(cell: Cell, mode: str | None) -> list[str]:
     """perf record options for a mode (None: frame-pointer call graphs, nothing activated)."""
     options = ["-F", str(SAMPLE_FREQUENCY), "-g"]
     if mode == "perf_jit":
         stack = cell.variant.dwarf_stack_size
-        options += ["-k", "1", "--call-graph", f"dwarf,{stack}" if stack else "dwarf"]
+        options += ["-k", "1", "--call-graph", f"dwarf,{stack}" if stack else "dwarf", "-m", "$(dwarf_mmap)"]
     return options
 
 
@@ -68,8 +81,13 @@ def python_command(mode: str | None, activation: str, script: str) -> tuple[list
     raise ValueError(f"unknown activation {activation!r} (known: {', '.join(ACTIVATIONS)})")
 
 
-def perf_run(cell: Cell, mode: str | None, activation: str = "xoption", script: str = "/src/script.py") -> PerfRun:
-    """Shell script that records, (injects), and writes perf script output to /src/<output>."""
+def perf_run(cell: Cell, mode: str | None, activation: str = "xoption", script: str = "/src/script.py",
+             c_stack_kb: int | None = None) -> PerfRun:
+    """Shell script that records, (injects), and writes perf script output to /src/<output>.
+
+    c_stack_kb raises the C stack limit (ulimit -s) for the recording, for scripts that nest
+    deeper than the default 8 MiB allows once every Python call is a C call of the eval loop.
+    """
     argv, env = python_command(mode, activation, script)
     envs = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
     record = f"perf record {' '.join(record_options(cell, mode))} -o /src/perf.data -- "
@@ -81,6 +99,8 @@ def perf_run(cell: Cell, mode: str | None, activation: str = "xoption", script: 
         # timed(): run a phase and append its wall time in milliseconds
         f'timed() {{ phase=$1; shift; t=$(date +%s%N); "$@"; '
         f'echo "$phase $(( ($(date +%s%N) - t) / 1000000 ))" >> {phases}; }}',
+        DWARF_MMAP_FUNCTION,
+        *([f"ulimit -s {int(c_stack_kb)}"] if c_stack_kb else []),
         f"timed record {('env ' + envs + ' ') if envs else ''}{record}{shlex.join(argv)} > /src/python.stdout",
     ]
     data = "/src/perf.data"

@@ -38,15 +38,18 @@ def test_perf_mode_command_lines():
     assert "perf record -F 9999 -g -o /src/perf.data -- python3 -X perf /src/script.py" in fp
     assert "perf inject" not in fp
     jit = perf_runs.perf_run(matrix.cell("3.13-O0"), "perf_jit", "env").shell
-    assert "env PYTHON_PERF_JIT_SUPPORT=1 perf record -F 9999 -g -k 1 --call-graph dwarf,65528" in jit
+    assert "env PYTHON_PERF_JIT_SUPPORT=1 perf record -F 9999 -g -k 1 --call-graph dwarf,65528 -m $(dwarf_mmap)" in jit
     assert "perf inject -i /src/perf.data --jit --output /src/perf.jit.data" in jit
     assert "-i /src/perf.jit.data" in jit
     release = perf_runs.perf_run(matrix.cell("3.13-release"), "perf_jit").shell
-    assert "--call-graph dwarf -o" in release
+    assert "--call-graph dwarf -m $(dwarf_mmap) -o" in release
     sys_api = perf_runs.perf_run(matrix.cell("3.13-fp"), "perf", "sys_api").shell
     assert "sys.activate_stack_trampoline(" in sys_api and "-X" not in sys_api
     none = perf_runs.perf_run(matrix.cell("3.13-fp"), None).shell
     assert "-- python3 /src/script.py" in none
+    assert "ulimit -s" not in none
+    deep = perf_runs.perf_run(matrix.cell("3.13-O0"), "perf", c_stack_kb=262144).shell
+    assert deep.index("ulimit -s 262144") < deep.index("perf record")
 
 
 def test_perf_run_times_its_phases(tmp_path):
@@ -68,6 +71,21 @@ def test_perf_run_times_its_phases(tmp_path):
     assert set(phases) == {"record", "inject", "script", "data_bytes"}
     assert phases["data_bytes"] == 1234 and all(phases[p] >= 0 for p in ("record", "inject", "script"))
     assert perf_runs.parse_phases("record 12\nnoise\n") == {"record": 12}
+
+
+def test_dwarf_ring_buffer_fits_the_memlock_limit():
+    """The largest power of two up to 4 MiB per CPU that the memlock limit allows, at least 512 KiB."""
+    import subprocess
+
+    def size(memlock_kb, cpus):
+        shell = (f"ulimit() {{ echo {memlock_kb}; }}; nproc() {{ echo {cpus}; }}; "
+                 f"{perf_runs.DWARF_MMAP_FUNCTION}; dwarf_mmap")
+        return subprocess.run(["bash", "-c", shell], capture_output=True, text=True, check=True).stdout.strip()
+
+    assert size(8192, 2) == "4096K"
+    assert size(8192, 8) == "1024K"
+    assert size(8192, 64) == "512K"
+    assert size("unlimited", 2) == "4096K"
 
 
 def test_perf_permission_message_names_the_capabilities():
