@@ -73,11 +73,12 @@ class RegrtestResult:
 
 
 def _case_id(testcase: ET.Element) -> str:
+    """module.Class.method: regrtest writes the whole dotted id as name ("test.test_os.FileTests.test_a")
+    or splits it into classname and name; the "test." package prefix is dropped either way."""
     classname = testcase.get("classname", "")
     name = testcase.get("name", "")
-    # regrtest writes classname "test.test_os.FileTests" (or without "test." on old versions)
-    classname = classname[len("test."):] if classname.startswith("test.") else classname
-    return f"{classname}.{name}" if classname else name
+    case = f"{classname}.{name}" if classname else name
+    return case[len("test."):] if case.startswith("test.") else case
 
 
 def parse_junit(text: str) -> RegrtestResult:

@@ -106,3 +106,12 @@ def test_matrix_names_the_regression_tests():
     tests = load_matrix().regression_tests
     assert {"test_sys", "test_embed", "test_capi", "test_cmd_line", "test_threading", "test_os",
             "test_subprocess"} <= set(tests)
+
+
+def test_case_ids_from_a_name_only_junit_file():
+    """regrtest 3.13 puts the whole dotted id in name; the module must still come first."""
+    result = regrtest.parse_junit('<testsuites><testcase name="test.test_perf_profiler.TestPerfProfilerWithDwarf.test_x">'
+                                  '<failure/></testcase></testsuites>')
+    assert result.failed_cases == {"test_perf_profiler.TestPerfProfilerWithDwarf.test_x"}
+    vanilla = regrtest.parse_run("", "1 test failed:\n    test_perf_profiler\n")
+    assert regrtest.Comparison(result, vanilla).new_failures == []
