@@ -49,6 +49,29 @@ def selected_cells(config):
         raise pytest.UsageError(str(exc)) from None
 
 
+# What a recorded chain must show (test_seed_chain, test_catalogue_shapes)
+MIN_PROCESS_SAMPLES = 50   # samples of the profiled Python process
+MIN_COVERAGE = 0.3         # samples inside the chain's leaf / samples of the process (the leaf's work dominates)
+MIN_CHAIN_FRACTION = 0.5   # of the samples inside the leaf, those carrying the whole chain
+
+
+def assert_chain(report, label: str, record_property, hint: str = "") -> None:
+    """Record a ChainReport's numbers as test properties and demand the chain: enough samples, the leaf
+    dominating the run, and the whole chain (leaf to root, in order) in at least half of the leaf's samples."""
+    record_property("chain_depth", len(report.chain))
+    record_property("chain_fraction", round(report.fraction, 4))
+    record_property("inside_leaf", report.inside_samples)
+    record_property("process_samples", report.process_samples)
+    print(report.summary())
+    assert report.process_samples >= MIN_PROCESS_SAMPLES, f"too few samples of the Python process: {report.summary()}"
+    assert report.coverage >= MIN_COVERAGE, (
+        f"{report.chain[0]} is missing from most samples ({label}): {report.summary()}{hint}"
+    )
+    assert report.fraction >= MIN_CHAIN_FRACTION, (
+        f"chain broken ({label}): {report.summary()}; e.g. {report.example_bad[:3]}"
+    )
+
+
 def check_script_requirements(path: Path) -> set[str]:
     """Perf modes a check script needs, from its '# requires: perf perf_jit' line."""
     m = _REQUIRES.search(path.read_text())

@@ -51,10 +51,10 @@ import pytest
 from cpython_perf import perf_runs
 from cpython_perf.perf_samples import chain_report, parse_perf_script
 
+from conftest import MIN_CHAIN_FRACTION, MIN_COVERAGE, assert_chain
+
 SHAPES = ("methods", "closures", "generators", "async", "recursion", "exceptions", "sorted_key", "map")
 FOREIGN_ALLOWED = {"async": "asyncio"}   # shape -> stdlib package whose frames may sit in its stack
-MIN_CHAIN_FRACTION = 0.5   # of the samples inside the leaf
-MIN_COVERAGE = 0.3         # samples inside the leaf / samples of the process
 MIN_NESTED_RECURSION = 50  # nested py::rec frames demanded where the unwinder can hold them
 PYTHON = "/opt/cpython/bin/python3"
 
@@ -170,21 +170,9 @@ def test_catalogue_shape(cell_mode, shape, runner_for, record_property):
     reach = dwarf_reach(runner, cell, mode, record_property)
     chain = stack if reach is None or reach >= len(stack) else stack[:reach]
     samples = record(runner, cell, mode, shape)
-    report = chain_report(samples, chain)
-    record_property("chain_depth", len(chain))
     record_property("stack_depth", len(stack))
-    record_property("chain_fraction", round(report.fraction, 4))
-    record_property("inside_leaf", report.inside_samples)
-    record_property("process_samples", report.process_samples)
-    print(report.summary())
-    assert report.process_samples >= 50, f"too few samples of the Python process: {report.summary()}"
-    assert report.coverage >= MIN_COVERAGE, (
-        f"{chain[0]} is missing from most samples ({mode}): {report.summary()}; "
-        f"innermost py:: frames seen: {_innermost(samples)}"
-    )
-    assert report.fraction >= MIN_CHAIN_FRACTION, (
-        f"chain broken ({mode}, shape {shape}): {report.summary()}; e.g. {report.example_bad[:2]}"
-    )
+    assert_chain(chain_report(samples, chain), f"{mode}, shape {shape}", record_property,
+                 hint=f"; innermost py:: frames seen: {_innermost(samples)}")
 
 
 # --------------------------------------------------------------------------

@@ -14,10 +14,10 @@ import pytest
 from cpython_perf import perf_runs
 from cpython_perf.perf_samples import chain_report, parse_perf_script, py_symbol, python_frame_count
 
+from conftest import assert_chain
+
 SCRIPT = "/src/script.py"
 SEED_CHAIN = [py_symbol(f, SCRIPT) for f in ("foo", "bar", "baz", "<module>")]
-MIN_CHAIN_FRACTION = 0.5   # of the samples inside foo
-MIN_COVERAGE = 0.3         # samples inside foo / samples of the process (foo's loop dominates the run)
 
 
 def record(runner, cell, mode, activation, record_property=None):
@@ -63,19 +63,7 @@ def test_seed_chain(cell_mode, activation, runner_for, record_property):
     runner = runner_for(cell)
     chain = expected_chain(runner, cell, mode, record_property)
     samples = record(runner, cell, mode, activation, record_property)
-    report = chain_report(samples, chain)
-    record_property("chain_depth", len(chain))
-    record_property("chain_fraction", round(report.fraction, 4))
-    record_property("inside_foo", report.inside_samples)
-    record_property("process_samples", report.process_samples)
-    print(report.summary())
-    assert report.process_samples >= 50, f"too few samples of the Python process: {report.summary()}"
-    assert report.coverage >= MIN_COVERAGE, (
-        f"py::foo is missing from most samples ({mode}, {activation}): {report.summary()}"
-    )
-    assert report.fraction >= MIN_CHAIN_FRACTION, (
-        f"chain broken ({mode}, {activation}): {report.summary()}; e.g. {report.example_bad[:3]}"
-    )
+    assert_chain(chain_report(samples, chain), f"{mode}, {activation}", record_property)
 
 
 def test_no_python_frames_without_activation(cell, runner_for):

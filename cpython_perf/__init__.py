@@ -10,6 +10,9 @@ One module per concern:
   containers    running commands in a cell; perf capability probe
   perf_runs     the perf command lines of each perf mode
   perf_samples  parsing `perf script` output; call-chain measurements
+  regrtest      CPython's own regression tests: running them, comparing with the vanilla twin
+  report        the matrix report (Markdown + HTML) from the JUnit files
+  bench         runtime overhead of the trampolines, side by side (BENCHMARKS.md)
   build         the operations the command line and the tests use
   cli           `python -m cpython_perf ...`
 """
