@@ -5,6 +5,7 @@
   nox -s conformance-3.13-fp  real perf inside that image (builds it if needed)
   nox -s tests                unit tests + the smoke cells (what CI runs)
   nox -s unit                 unit tests of the driver only (no Docker)
+  nox -s aarch64              build and check every aarch64 cell (cross builds, qemu-user, qemu-system guests)
 """
 
 import sys
@@ -14,7 +15,7 @@ import nox
 
 sys.path.insert(0, str(Path(__file__).parent))
 from cpython_perf.errors import MatrixError  # noqa: E402
-from cpython_perf.matrix import load_matrix  # noqa: E402
+from cpython_perf.matrix import HOST_ARCH, load_matrix  # noqa: E402
 
 try:
     MATRIX = load_matrix()
@@ -84,5 +85,23 @@ def _cell_sessions(cell):
     nox.session(name=f"conformance-{cell.name}", default=False)(conformance)
 
 
+def _arch_session(arch):
+    cells = MATRIX.cells_of_arch(arch)
+
+    def run(session):
+        _install(session)
+        for cell in cells:
+            _driver(session, "build", cell.name)
+        selected = [arg for cell in cells for arg in ("--cell", cell.name)]
+        _pytest(session, "conformance", *selected, "-ra", f"--junitxml=results/{arch}/junit.xml")
+
+    run.__doc__ = (f"Build and check every {arch} cell ({', '.join(c.name for c in cells)}): "
+                   "level 1 under qemu-user, real perf in a qemu-system guest.")
+    nox.session(name=arch, default=False)(run)
+
+
 for _cell in MATRIX.cells.values():
     _cell_sessions(_cell)
+for _arch in MATRIX.arches:
+    if _arch != HOST_ARCH:
+        _arch_session(_arch)

@@ -4,6 +4,11 @@ Cells come from matrix.yaml: `--cell NAME` (repeatable; `all` for every cell),
 else $CPYTHON_PERF_CELLS (space-separated), else the matrix's smoke cells.
 Every test here runs containers and is marked `container`.
 
+Foreign-arch cells (aarch64): their programs run in the container under
+qemu-user, except perf recordings, which qemu-user cannot sample: those run
+in a qemu-system guest booted from the cell's own image (cpython_perf.guest),
+one boot per cell for all the seed-chain recordings the session plans.
+
 A cell whose source cannot be had, or in which perf is not permitted, is
 skipped with the reason; it never passes.
 """
@@ -17,12 +22,13 @@ from pathlib import Path
 
 import pytest
 
-from cpython_perf import build, containers, host
+from cpython_perf import build, containers, guest, host, perf_runs
 from cpython_perf.errors import DockerUnavailable, PerfNotPermitted, SourceUnavailable, UnknownCell
 from cpython_perf.matrix import load_matrix
 
 MATRIX = load_matrix()
 SCRIPTS = Path(__file__).parent / "scripts"
+SEED_SCRIPT = "/src/script.py"
 _REQUIRES = re.compile(r"^#\s*requires:\s*(.*)$", re.M)
 _FIXES = re.compile(r"^#\s*fixes:\s*(.*)$", re.M)
 
@@ -102,6 +108,9 @@ def pytest_generate_tests(metafunc):
         # vanilla twins exist to reproduce defects; the seed chain is checked on the patched cells
         params = [(c, m) for c in cells if not c.vanilla for m in c.modes]
         metafunc.parametrize("cell_mode", params, ids=[f"{c.name}-{m}" for c, m in params])
+    elif "cell_unpatched_failure" in names:
+        params = [(c, m) for c in cells if c.vanilla for m in c.unpatched_failures]
+        metafunc.parametrize("cell_unpatched_failure", params, ids=[f"{c.name}-{m}" for c, m in params])
     elif "cell_check" in names:
         params = [(c, s) for c in cells for s in check_scripts() if check_applies(c, s)]
         metafunc.parametrize("cell_check", params, ids=[f"{c.name}-{s.stem}" for c, s in params])
@@ -170,13 +179,83 @@ def _workdir(path: Path) -> Path:
     return path
 
 
+# --------------------------------------------------------------------------
+# Foreign-arch cells: perf recordings in a qemu-system guest
+
+GUEST_OUTPUTS = (perf_runs.SCRIPT_OUTPUT, perf_runs.PHASES_OUTPUT, "python.stdout")
+
+
+def guest_jobs(cell) -> list[guest.GuestJob]:
+    """Every recording test_seed_chain asks of a foreign cell: each mode it claims (a vanilla twin: each
+    mode its series must fix) with each activation, and the run without activation."""
+    modes = cell.unpatched_failures if cell.vanilla else cell.modes
+    jobs = [guest.GuestJob(f"{mode}-{activation}", perf_runs.perf_run(cell, mode, activation, SEED_SCRIPT).shell,
+                           GUEST_OUTPUTS)
+            for mode in modes for activation in perf_runs.ACTIVATIONS]
+    jobs.append(guest.GuestJob("no-activation", perf_runs.perf_run(cell, None, "xoption", SEED_SCRIPT).shell,
+                               GUEST_OUTPUTS))
+    return jobs
+
+
+_guest_runs: dict[str, guest.GuestRun | BaseException] = {}
+
+
+def guest_run_for(cell, docker_client, tmp_path_factory) -> guest.GuestRun:
+    """Boot the cell's guest once per session and run all its planned recordings."""
+    if cell.name not in _guest_runs:
+        image_for(cell, docker_client)
+        try:
+            _guest_runs[cell.name] = guest.run_in_guest(
+                docker_client, cell, guest_jobs(cell), sorted(SCRIPTS.glob("*.py")),
+                workdir=tmp_path_factory.mktemp(f"guest-{cell.name}"))
+        except Exception as exc:  # reported by every test that needed it
+            _guest_runs[cell.name] = exc
+    got = _guest_runs[cell.name]
+    if isinstance(got, BaseException):
+        pytest.fail(f"the {cell.name} guest failed: {got}", pytrace=False)
+    return got
+
+
+class GuestRunner(CellRunner):
+    """A foreign cell's runner: the perf recordings conftest.guest_jobs plans come from the cell's guest
+    (booted on first use, once per session); everything else runs in the container under qemu-user."""
+
+    def __init__(self, client, image, workdir, cell, boot, record_property):
+        super().__init__(client, image, workdir, None)
+        self.cell, self.boot, self.record_property = cell, boot, record_property
+        self.jobs = {job.shell: job for job in guest_jobs(cell)}
+
+    def run(self, command, env=None, timeout=900, perf=True) -> containers.RunResult:
+        job = self.jobs.get(command) if perf and isinstance(command, str) and not env else None
+        if job is None:
+            if perf and "perf record" in (command if isinstance(command, str) else " ".join(command)):
+                pytest.fail(f"{self.cell.name}: this perf recording is not planned for the guest "
+                            "(conftest.guest_jobs), and perf cannot sample under qemu-user", pytrace=False)
+            return super().run(command, env=env, timeout=timeout, perf=False)
+        run = self.boot()
+        for key, value in (("guest_boot_seconds", round(run.boot_seconds, 1)),
+                           ("guest_total_seconds", round(run.total_seconds, 1)),
+                           ("guest_disk_seconds", round(run.disk_seconds, 1)),
+                           ("guest_kernel", run.uname)):
+            self.record_property(key, value)
+        result = run.jobs[job.name]
+        for name, data in result.files.items():
+            (self.src / name).write_bytes(data)
+        return containers.RunResult(["guest", job.name], result.exit_code, result.stdout, result.stderr,
+                                    result.seconds)
+
+
 @pytest.fixture
-def runner_for(docker_client, tmp_path):
-    """runner_for(cell, perf=True) -> CellRunner for that cell."""
+def runner_for(docker_client, tmp_path, tmp_path_factory, record_property):
+    """runner_for(cell, perf=True) -> CellRunner for that cell (a GuestRunner for a foreign cell)."""
 
     def make(cell, perf=True):
         image = image_for(cell, docker_client)
+        workdir = _workdir(tmp_path / cell.name)
+        if cell.foreign:
+            return GuestRunner(docker_client, image, workdir, cell,
+                               lambda: guest_run_for(cell, docker_client, tmp_path_factory), record_property)
         cap = perf_cap_for(image, docker_client) if perf else None
-        return CellRunner(docker_client, image, _workdir(tmp_path / cell.name), cap)
+        return CellRunner(docker_client, image, workdir, cap)
 
     return make

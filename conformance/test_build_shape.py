@@ -6,9 +6,10 @@ import json
 import re
 
 PROBE = r"""
-import json, shutil, sys, sysconfig
+import json, platform, shutil, sys, sysconfig
 keys = ["PY_HAVE_PERF_TRAMPOLINE", "CFLAGS", "PY_CFLAGS", "CONFIG_ARGS"]
 print(json.dumps({"version": sys.version.split()[0], "executable": shutil.which("python3"),
+                  "machine": platform.machine(),
                   **{k: sysconfig.get_config_var(k) for k in keys}}))
 """
 
@@ -23,6 +24,7 @@ def test_interpreter_is_the_cells(cell, runner_for):
     info = probe(runner_for(cell, perf=False))
     assert info["version"] == cell.recipe.version
     assert info["executable"] == "/opt/cpython/bin/python3"
+    assert info["machine"] == cell.arch, f"the interpreter runs as {info['machine']}, the cell is {cell.arch}"
 
 
 def test_perf_trampoline_configured(cell, runner_for):

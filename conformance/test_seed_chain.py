@@ -5,6 +5,14 @@ For each perf mode a cell claims and each way of turning support on
 script inside the cell and the parsed samples must show the chain, leaf to
 root, in at least half of the samples taken inside foo.  Without activation
 no py:: frame may appear at all.
+
+A vanilla twin whose matrix entry names modes under `vanilla_fails` must NOT
+show the chain in those modes (the defect its version's series fixes, e.g.
+3.13.5's aarch64 perf_jit unwind info, gh-136541): the pair of results proves
+that the test sees the defect and that the patched cell is free of it.
+
+Foreign-arch cells (aarch64) record in a qemu-system guest booted from their
+image (conftest.GuestRunner), with the cpu-clock event; the same command lines.
 """
 
 from __future__ import annotations
@@ -14,9 +22,10 @@ import pytest
 from cpython_perf import perf_runs
 from cpython_perf.perf_samples import chain_report, parse_perf_script, py_symbol, python_frame_count
 
-from conftest import assert_chain
+from conftest import MIN_CHAIN_FRACTION, MIN_COVERAGE, MIN_PROCESS_SAMPLES, SEED_SCRIPT, assert_chain
 
-SCRIPT = "/src/script.py"
+SCRIPT = SEED_SCRIPT
+_EVAL_FRAME_BYTES: dict[str, int | None] = {}
 SEED_CHAIN = [py_symbol(f, SCRIPT) for f in ("foo", "bar", "baz", "<module>")]
 
 
@@ -44,8 +53,10 @@ def expected_chain(runner, cell, mode, record_property):
     """
     if mode != "perf_jit":
         return SEED_CHAIN
-    result = runner.run(perf_runs.objdump_command("/opt/cpython/bin/python3"), perf=False)
-    frame = perf_runs.frame_allocation(result.stdout)
+    if cell.name not in _EVAL_FRAME_BYTES:   # the binary is the cell's: read once a session (slow under qemu-user)
+        result = runner.run(perf_runs.objdump_command("/opt/cpython/bin/python3"), perf=False)
+        _EVAL_FRAME_BYTES[cell.name] = perf_runs.frame_allocation(result.stdout)
+    frame = _EVAL_FRAME_BYTES[cell.name]
     reach = perf_runs.dwarf_reachable_python_frames(cell, frame)
     record_property("eval_frame_bytes", frame)
     record_property("dwarf_reachable_frames", reach)
@@ -64,6 +75,26 @@ def test_seed_chain(cell_mode, activation, runner_for, record_property):
     chain = expected_chain(runner, cell, mode, record_property)
     samples = record(runner, cell, mode, activation, record_property)
     assert_chain(chain_report(samples, chain), f"{mode}, {activation}", record_property)
+
+
+@pytest.mark.parametrize("activation", perf_runs.ACTIVATIONS)
+def test_seed_chain_broken_without_the_series(cell_unpatched_failure, activation, runner_for, record_property):
+    """On the vanilla twin, a mode listed under vanilla_fails must not show the chain."""
+    cell, mode = cell_unpatched_failure
+    runner = runner_for(cell)
+    samples = record(runner, cell, mode, activation, record_property)
+    report = chain_report(samples, SEED_CHAIN)
+    record_property("chain_fraction", round(report.fraction, 4))
+    record_property("inside_leaf", report.inside_samples)
+    record_property("process_samples", report.process_samples)
+    record_property("python_frames", python_frame_count(samples))
+    record_property("defect_reproduced", True)
+    print(report.summary())
+    assert report.process_samples >= MIN_PROCESS_SAMPLES, (
+        f"too few samples of the Python process to judge the defect: {report.summary()}")
+    assert report.coverage < MIN_COVERAGE or report.fraction < MIN_CHAIN_FRACTION, (
+        f"{cell.name} shows the seed chain with {mode} ({activation}) although matrix.yaml says the unpatched "
+        f"source fails there (vanilla_fails): the test cannot see the defect, or the pin changed. {report.summary()}")
 
 
 def test_no_python_frames_without_activation(cell, runner_for):

@@ -7,6 +7,9 @@ Failures are compared test case by test case (cpython_perf.regrtest); the
 cell fails on any failure that only the patched build has.  A cell without a
 vanilla twin in matrix.yaml is skipped with that reason.
 
+A foreign-arch cell (aarch64, under qemu-user) must pass CPython's test_sys
+outright: its sys functions are what the patches add.
+
 Marked `upstream_regression` (minutes per cell): `nox -s conformance-<cell>`
 runs it, `nox -s tests` (CI's smoke run) leaves it out.
 """
@@ -40,6 +43,9 @@ def _run(runner, cell, tests):
 
 def test_no_new_regrtest_failures(patched_cell, runner_for, record_property):
     cell = patched_cell
+    if cell.foreign:
+        pytest.skip(f"{cell.name} runs under qemu-user: CPython's test_sys must pass there outright "
+                    "(test_foreign_arch_test_sys); the full comparison runs on the native cells")
     twin = MATRIX.vanilla_twin(cell)
     if twin is None:
         pytest.skip(f"{cell.name} has no vanilla twin in matrix.yaml (vanilla: true) to compare CPython's tests with")
@@ -69,3 +75,17 @@ def test_no_new_regrtest_failures(patched_cell, runner_for, record_property):
     assert not comparison.new_failures, (
         f"{cell.name} fails CPython tests that pass on {twin.name}: {comparison.new_failures}\n{comparison.summary()}"
     )
+
+
+FOREIGN_ARCH_TESTS = ["test_sys"]
+
+
+def test_foreign_arch_test_sys(patched_cell, runner_for, record_property):
+    cell = patched_cell
+    if not cell.foreign:
+        pytest.skip(f"{cell.name} runs natively: its CPython tests are compared with its vanilla twin")
+    parsed = _run(runner_for(cell, perf=False), cell, FOREIGN_ARCH_TESTS)
+    record_property("cases", parsed.cases)
+    record_property("failures", " ".join(sorted(parsed.failures())))
+    assert parsed.cases > 0, f"no test case of {FOREIGN_ARCH_TESTS} ran in {cell.name}"
+    assert not parsed.failures(), f"{cell.name} fails {FOREIGN_ARCH_TESTS} under qemu-user: {sorted(parsed.failures())}"

@@ -14,7 +14,7 @@ def build_cell(cell: Cell, matrix: Matrix | None = None, log=print, base_mode: s
     """Fetch, check, and build the cell's image; return timings and the tag."""
     matrix = matrix or load_matrix()
     started = time.monotonic()
-    inputs = images.cell_inputs(cell, matrix.base_suite, cache_dir, log)
+    inputs = images.cell_inputs(cell, matrix.base_suite, cache_dir, log, matrix)
     client = host.docker_client(log)
     images.build_cell_image(client, inputs, matrix.base_suite, log, base_mode, no_cache)
     seconds = time.monotonic() - started
@@ -25,7 +25,7 @@ def build_cell(cell: Cell, matrix: Matrix | None = None, log=print, base_mode: s
 def ensure_cell_image(cell: Cell, matrix: Matrix | None = None, log=print) -> str:
     """The cell's image tag, building it first unless an image of the same inputs exists."""
     matrix = matrix or load_matrix()
-    inputs = images.cell_inputs(cell, matrix.base_suite, None, log)
+    inputs = images.cell_inputs(cell, matrix.base_suite, None, log, matrix)
     client = host.docker_client(log)
     if not images.image_is_current(client, inputs):
         log(f"{cell.image} is missing or stale; building it")
@@ -36,4 +36,8 @@ def ensure_cell_image(cell: Cell, matrix: Matrix | None = None, log=print) -> st
 def rendered_dockerfile(cell: Cell, matrix: Matrix | None = None) -> str:
     matrix = matrix or load_matrix()
     base = render.base_image_tag(matrix.base_suite, render.base_packages())
-    return render.render_cell_dockerfile(cell, base)
+    if not cell.foreign:
+        return render.render_cell_dockerfile(cell, base)
+    target = render.base_image_tag(matrix.base_suite, render.foreign_base_packages(cell.arch), cell.arch)
+    return render.render_cell_dockerfile(cell, base, target_base_image=target,
+                                         build_python_image=matrix.build_python_cell(cell).image)

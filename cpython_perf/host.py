@@ -91,3 +91,58 @@ def engine_version(client) -> tuple[int, int]:
     version = client.version().get("Version", "0.0")
     parts = [int("".join(ch for ch in p if ch.isdigit()) or 0) for p in version.split(".")[:2]]
     return parts[0], parts[1] if len(parts) > 1 else 0
+
+
+BINFMT_DIR = Path("/proc/sys/fs/binfmt_misc")
+
+
+def binfmt_problem(entry_text: str | None, handler: str) -> str | None:
+    """What is wrong with a binfmt_misc entry for running foreign binaries in containers, or None.
+
+    Docker containers do not have the host's /usr/libexec/qemu-binfmt: the
+    handler must be opened at registration (flag F, fix-binary), as Debian's
+    qemu-user-static registers it.
+    """
+    if entry_text is None:
+        return f"no binfmt_misc handler {handler} is registered"
+    lines = entry_text.splitlines()
+    if not lines or lines[0].strip() != "enabled":
+        return f"the binfmt_misc handler {handler} is registered but disabled"
+    flags = next((l.split(":", 1)[1].strip() for l in lines if l.startswith("flags:")), "")
+    if "F" not in flags:
+        return (f"the binfmt_misc handler {handler} lacks the F (fix-binary) flag (flags: {flags or 'none'}), "
+                "so containers cannot find its interpreter")
+    return None
+
+
+def ensure_binfmt(arch, log=print) -> None:
+    """Make the host run arch's binaries (in containers too): qemu-user-static registered with binfmt_misc.
+
+    arch is a matrix.ArchFacts.  Installs qemu-user-static and binfmt-support,
+    mounts binfmt_misc and enables the handler when allowed; otherwise says
+    what to do.
+    """
+    handler = arch.qemu_user
+    ensure_commands({f"{handler}-static": "qemu-user-static", "update-binfmts": "binfmt-support"}, log)
+    entry = BINFMT_DIR / handler
+
+    def read():
+        try:
+            return entry.read_text()
+        except OSError:
+            return None
+
+    problem = binfmt_problem(read(), handler)
+    if problem and host_setup_allowed():
+        if not (BINFMT_DIR / "register").exists():
+            subprocess.run(["mount", "-t", "binfmt_misc", "binfmt_misc", str(BINFMT_DIR)], capture_output=True)
+        subprocess.run(["update-binfmts", "--enable", handler], capture_output=True)
+        problem = binfmt_problem(read(), handler)
+        if not problem:
+            log(f"registered the {handler} binfmt_misc handler (qemu-user-static)")
+    if problem:
+        raise DriverError(
+            f"{arch.name} programs cannot run on this host: {problem}.\n"
+            f"Fix: apt-get install qemu-user-static binfmt-support, then `update-binfmts --enable {handler}` "
+            "(as root; mount binfmt_misc on /proc/sys/fs/binfmt_misc first if it is not)."
+        )

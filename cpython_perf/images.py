@@ -5,6 +5,11 @@ Base image, two ways from one package list (docker/base-packages.txt):
   bootstrap  mmdebstrap --variant=apt --include=<list> + `docker import`, where none does.
 `auto` uses the registry if debian:<suite>-slim is present or can be pulled.
 
+A foreign arch (aarch64) has its own base image, always bootstrapped with
+mmdebstrap --architectures=<arch> (docker/base-packages-<arch>.txt), and its
+cells are cross-compiled on the host base (docker/cell-cross.Dockerfile.j2)
+with the interpreter of a host cell of the same version as the build Python.
+
 Cell images are tagged cpython-perf:<cell> only when `docker build` succeeds,
 and carry a label with the digest of every input (Dockerfile, build script,
 tarball hash, patches, additions), so a stale image is never taken for the
@@ -25,7 +30,7 @@ from pathlib import Path
 
 from . import host, patches, render, sources
 from .errors import DriverError, ImageBuildFailed
-from .matrix import PROJECT_ROOT, Cell
+from .matrix import PROJECT_ROOT, Cell, Matrix
 
 BASE_MODE_ENV = "CPYTHON_PERF_BASE_MODE"
 BASE_MODES = ("auto", "registry", "bootstrap")
@@ -37,8 +42,10 @@ ADDITIONS_ROOT = PROJECT_ROOT / "Python-additions"
 # base image
 
 
-def ensure_base_image(client, suite: str, mode: str | None = None, log=print) -> str:
-    """Return the tag of the base image, creating it if it does not exist."""
+def ensure_base_image(client, suite: str, mode: str | None = None, log=print, arch: str | None = None) -> str:
+    """Return the tag of the base image (of a foreign arch if given), creating it if it does not exist."""
+    if arch is not None:
+        return ensure_foreign_base_image(client, suite, arch, log)
     packages = render.base_packages()
     tag = render.base_image_tag(suite, packages)
     if _image_exists(client, tag):
@@ -73,13 +80,29 @@ def _registry_base_available(client, suite: str, log) -> bool:
         return False
 
 
-def _bootstrap_base(client, suite: str, packages: list[str], tag: str, log) -> None:
+def ensure_foreign_base_image(client, suite: str, arch: str, log=print) -> str:
+    """The base image of a foreign arch's cells, bootstrapped with mmdebstrap under qemu-user if missing."""
+    from .matrix import ARCH_FACTS
+
+    packages = render.foreign_base_packages(arch)
+    tag = render.base_image_tag(suite, packages, arch)
+    if _image_exists(client, tag):
+        return tag
+    host.ensure_binfmt(ARCH_FACTS[arch], log)
+    started = time.monotonic()
+    _bootstrap_base(client, suite, packages, tag, log, debian_arch=ARCH_FACTS[arch].debian)
+    log(f"base image {tag} ready (bootstrap mode, {arch}, {time.monotonic() - started:.0f} s)")
+    return tag
+
+
+def _bootstrap_base(client, suite: str, packages: list[str], tag: str, log, debian_arch: str | None = None) -> None:
     host.ensure_commands({"mmdebstrap": "mmdebstrap"}, log)
     entry = sources.machine_archive_entry()
     repository, _, version = tag.partition(":")
     with tempfile.TemporaryDirectory(prefix="cpython-perf-rootfs-", dir=_scratch_dir()) as tmp:
         tar = Path(tmp) / "rootfs.tar"
-        cmd = ["mmdebstrap", "--variant=apt", f"--include={','.join(packages)}", suite, str(tar),
+        arch_option = [f"--architectures={debian_arch}"] if debian_arch else []
+        cmd = ["mmdebstrap", "--variant=apt", *arch_option, f"--include={','.join(packages)}", suite, str(tar),
                f"deb {entry['uri']} {suite} main"]
         log("$ " + " ".join(cmd))
         proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True)
@@ -120,16 +143,38 @@ class CellInputs:
     tarball: Path
     patches: list[patches.Patch]
     digest: str
+    # a cross-compiled cell: its arch's base image, and the inputs of the host
+    # cell whose interpreter is the build Python
+    target_base_tag: str = ""
+    build_python: "CellInputs | None" = None
+
+    def dockerfile(self, digest: str = "unset") -> str:
+        return render.render_cell_dockerfile(
+            self.cell, self.base_tag, digest, target_base_image=self.target_base_tag,
+            build_python_image=self.build_python.cell.image if self.build_python else "")
 
 
-def cell_inputs(cell: Cell, suite: str, cache_dir: Path | None = None, log=print) -> CellInputs:
-    """Fetch the cell's source (may raise SourceUnavailable) and digest its inputs."""
+def cell_inputs(cell: Cell, suite: str, cache_dir: Path | None = None, log=print,
+                matrix: Matrix | None = None) -> CellInputs:
+    """Fetch the cell's source (may raise SourceUnavailable) and digest its inputs.
+
+    A cross-compiled cell's inputs include its build Python cell's (matrix is
+    needed to find it), so that a change there rebuilds it too.
+    """
     tarball = sources.fetch_source(cell.recipe, cache_dir, log)
     series = patches.read_series(cell.series) if cell.series else []
     base_tag = render.base_image_tag(suite, render.base_packages())
+    target_base_tag, build_python = "", None
+    if cell.foreign:
+        if matrix is None:
+            raise DriverError(f"{cell.name} is cross-compiled: the matrix is needed to find its build Python cell")
+        build_python = cell_inputs(matrix.build_python_cell(cell), suite, cache_dir, log, matrix)
+        target_base_tag = render.base_image_tag(suite, render.foreign_base_packages(cell.arch), cell.arch)
+    inputs = CellInputs(cell, base_tag, tarball, series, "", target_base_tag, build_python)
     digest = hashlib.sha256()
     for part in (
-        render.render_cell_dockerfile(cell, base_tag).encode(),
+        inputs.dockerfile().encode(),
+        *([build_python.digest.encode()] if build_python else []),
         render.BUILD_SCRIPT.read_bytes(),
         cell.recipe.sha256.encode(),
         cell.series.read_bytes() if cell.series else b"",
@@ -137,7 +182,8 @@ def cell_inputs(cell: Cell, suite: str, cache_dir: Path | None = None, log=print
         *((rel.encode() + (ADDITIONS_ROOT / rel).read_bytes()) for rel in cell.additions),
     ):
         digest.update(hashlib.sha256(part).digest())
-    return CellInputs(cell, base_tag, tarball, series, digest.hexdigest())
+    inputs.digest = digest.hexdigest()
+    return inputs
 
 
 def image_is_current(client, inputs: CellInputs) -> bool:
@@ -153,7 +199,7 @@ def image_is_current(client, inputs: CellInputs) -> bool:
 def prepare_context(inputs: CellInputs, ctx: Path) -> str:
     """Fill a build context directory; return the rendered Dockerfile."""
     cell = inputs.cell
-    dockerfile = render.render_cell_dockerfile(cell, inputs.base_tag, inputs.digest)
+    dockerfile = inputs.dockerfile(inputs.digest)
     (ctx / "Dockerfile").write_text(dockerfile)
     shutil.copy2(render.BUILD_SCRIPT, ctx / "build-cpython.sh")
     try:
@@ -180,6 +226,12 @@ def build_cell_image(client, inputs: CellInputs, suite: str, log=print, base_mod
     if cell.series:
         log(f"series {cell.series.relative_to(PROJECT_ROOT)}: {applied} patches apply to {cell.recipe.srcdir}")
     ensure_base_image(client, suite, base_mode, log)
+    if cell.foreign:
+        # the build Python's image first (it is a stage of this build), then the arch's base
+        if not image_is_current(client, inputs.build_python):
+            log(f"{inputs.build_python.cell.image} (the build Python of {cell.name}) is missing or stale; building it")
+            build_cell_image(client, inputs.build_python, suite, log, base_mode)
+        ensure_foreign_base_image(client, suite, cell.arch, log)
     with tempfile.TemporaryDirectory(prefix=f"cpython-perf-{cell.name}-", dir=_scratch_dir()) as ctx:
         prepare_context(inputs, Path(ctx))
         return _docker_build(client, Path(ctx), cell.image, log, no_cache)

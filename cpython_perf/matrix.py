@@ -19,16 +19,36 @@ from .errors import MatrixError, UnknownCell
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 KNOWN_ARCHES = ("x86_64", "aarch64")
+# The machine every image is built on, and what the other arches need from it.
+HOST_ARCH = "x86_64"
+
+
+@dataclass(frozen=True)
+class ArchFacts:
+    """How Debian and the GNU toolchain name an arch, and how the host runs its code."""
+
+    name: str
+    debian: str            # dpkg architecture (multiarch packages, mmdebstrap --architectures)
+    triplet: str           # GNU triplet (configure --host, cross compiler prefix)
+    qemu_system: str = ""  # full-system emulator for real perf in a guest (foreign arches)
+    qemu_user: str = ""    # binfmt handler name for running the image's programs (foreign arches)
+
+
+ARCH_FACTS = {
+    "x86_64": ArchFacts("x86_64", "amd64", "x86_64-linux-gnu"),
+    "aarch64": ArchFacts("aarch64", "arm64", "aarch64-linux-gnu", "qemu-system-aarch64", "qemu-aarch64"),
+}
 PERF_MODES = ("perf", "perf_jit")
 SUPPORT_KINDS = ("native", "backport", "none")
 # Upstream facts: the trampoline is native from 3.12, perf_jit from 3.13.
 NATIVE_SINCE = {"perf": (3, 12), "perf_jit": (3, 13)}
 IMAGE_REPOSITORY = "cpython-perf"
 
-_TOP_KEYS = {"smoke_cells", "default_cell", "base_suite", "arches", "variants", "versions", "regression_tests"}
+_TOP_KEYS = {"smoke_cells", "default_cell", "base_suite", "arches", "default_arches", "variants", "versions",
+             "regression_tests"}
 _VARIANT_KEYS = {"description", "cflags", "configure_since", "dwarf_stack_size"}
 _VERSION_KEYS = {"recipe", "support", "series", "additions", "cells"}
-_CELL_KEYS = {"modes", "arches", "vanilla"}
+_CELL_KEYS = {"modes", "arches", "vanilla", "vanilla_fails"}
 _RECIPE_KEYS = {"version", "url", "sha256", "size", "debian", "configure"}
 _DEBIAN_KEYS = {"package", "suite", "file"}
 
@@ -182,10 +202,22 @@ class Cell:
     # against which CPython's own regression tests of the patched cell are
     # compared.  A backport's twin claims no modes and offers no backends.
     vanilla: bool = False
+    # On a vanilla twin: the modes whose seed chain the pinned source must
+    # fail to show (a defect its series fixes); test_seed_chain demands the failure.
+    unpatched_failures: tuple[str, ...] = ()
+
+    @property
+    def foreign(self) -> bool:
+        """Built by cross-compiling on the host; run under qemu (user mode in Docker, system mode for perf)."""
+        return self.arch != HOST_ARCH
+
+    @property
+    def arch_facts(self) -> ArchFacts:
+        return ARCH_FACTS[self.arch]
 
     @property
     def name(self) -> str:
-        suffix = "" if self.arch == "x86_64" else f"-{self.arch}"
+        suffix = "" if self.arch == HOST_ARCH else f"-{self.arch}"
         return f"{self.version}-{self.variant.name}{'-vanilla' if self.vanilla else ''}{suffix}"
 
     @property
@@ -206,6 +238,8 @@ class Matrix:
     base_suite: str
     arches: tuple[str, ...]
     variants: dict[str, Variant]
+    # arches of a cell that does not list its own
+    default_arches: tuple[str, ...] = (HOST_ARCH,)
     cells: dict[str, Cell] = field(default_factory=dict)
     smoke_cells: tuple[str, ...] = ()
     default_cell: str = ""
@@ -228,6 +262,23 @@ class Matrix:
             return None
         return next((c for c in self.cells.values() if c.vanilla and c.version == cell.version
                      and c.variant == cell.variant and c.arch == cell.arch), None)
+
+    def build_python_cell(self, cell: Cell) -> Cell | None:
+        """The host-arch cell whose interpreter runs the build of a cross-compiled cell.
+
+        A cross build of CPython needs a Python of the same version on the
+        build machine (--with-build-python from 3.11, python3.X on PATH
+        before).  The host twin of the same variant and vanilla-ness is
+        preferred, any host cell of the version will do.  None for host cells.
+        """
+        if not cell.foreign:
+            return None
+        same_version = [c for c in self.cells.values() if c.version == cell.version and not c.foreign]
+        same_version.sort(key=lambda c: (c.variant != cell.variant, c.vanilla != cell.vanilla))
+        return same_version[0] if same_version else None
+
+    def cells_of_arch(self, arch: str) -> list[Cell]:
+        return [c for c in self.cells.values() if c.arch == arch]
 
     def cells_with_mode(self, mode: str) -> list[Cell]:
         return [c for c in self.cells.values() if c.has_mode(mode)]
@@ -317,7 +368,14 @@ def load_matrix(path: Path | None = None) -> Matrix:
         raise where.error(data, "variants", "variants must be a non-empty mapping")
     variants = {name: _load_variant(where, name, spec) for name, spec in variants_raw.items()}
 
-    matrix = Matrix(path, root, str(data.get("base_suite") or "trixie"), tuple(arches), variants)
+    if HOST_ARCH not in arches:
+        raise where.error(data, "arches", f"arches must include the host's {HOST_ARCH}: every image is built there")
+    default_arches = data.get("default_arches") or [HOST_ARCH]
+    if not isinstance(default_arches, list) or not all(a in arches for a in default_arches):
+        raise where.error(data, "default_arches", f"default_arches must be a list of arches from arches ({', '.join(arches)})")
+
+    matrix = Matrix(path, root, str(data.get("base_suite") or "trixie"), tuple(arches), variants,
+                    default_arches=tuple(default_arches))
 
     versions = where.require(data, "versions", "matrix.yaml")
     if not isinstance(versions, dict) or not versions:
@@ -343,6 +401,10 @@ def load_matrix(path: Path | None = None) -> Matrix:
     if not isinstance(tests, list) or not all(isinstance(t, str) and re.fullmatch(r"test_\w+", t) for t in tests):
         raise where.error(data, "regression_tests", "regression_tests must be a list of CPython test module names (test_xxx)")
     matrix.regression_tests = tuple(tests)
+    for cell in matrix.cells.values():
+        if cell.foreign and matrix.build_python_cell(cell) is None:
+            raise MatrixError(f"{path}: {cell.name} is cross-compiled, which needs a {HOST_ARCH} cell of "
+                              f"{cell.version} to provide the build Python; {cell.version} has none")
     return matrix
 
 
@@ -398,16 +460,38 @@ def _load_version(matrix: Matrix, where: _Where, versions, version: str, spec) -
                 )
             if support == "backport" and series_path is None:
                 raise where.error(cells, variant_name, f"{version}-{variant_name} claims {mode} but {version} has no patch series")
-        vanilla = cell_spec.get("vanilla", False)
-        if not isinstance(vanilla, bool):
-            raise where.error(cell_spec, "vanilla", "vanilla must be true or false")
-        if vanilla and series_path is None:
-            raise where.error(cell_spec, "vanilla",
-                              f"a vanilla twin is the unpatched build of a version with a patch series; {version} has none")
-        cell_arches = cell_spec.get("arches") or list(matrix.arches)
+        cell_arches = cell_spec.get("arches") or list(matrix.default_arches)
+        if not isinstance(cell_arches, list):
+            raise where.error(cell_spec, "arches", "arches must be a list of arches")
         for arch in cell_arches:
             if arch not in matrix.arches:
-                raise where.error(cells, variant_name, f"arch {arch!r} is not in the matrix's arches")
+                raise where.error(cell_spec if "arches" in cell_spec else cells,
+                                  "arches" if "arches" in cell_spec else variant_name,
+                                  f"arch {arch!r} of {version}-{variant_name} is not in the matrix's arches "
+                                  f"({', '.join(matrix.arches)})")
+        # vanilla: true (a twin on every arch of the cell) or a list of arches
+        vanilla = cell_spec.get("vanilla", False)
+        if isinstance(vanilla, bool):
+            vanilla_arches = set(cell_arches) if vanilla else set()
+        elif isinstance(vanilla, list) and all(a in cell_arches for a in vanilla):
+            vanilla_arches = set(vanilla)
+        else:
+            raise where.error(cell_spec, "vanilla",
+                              f"vanilla must be true, false or a list of the cell's arches ({', '.join(cell_arches)})")
+        if vanilla_arches and series_path is None:
+            raise where.error(cell_spec, "vanilla",
+                              f"a vanilla twin is the unpatched build of a version with a patch series; {version} has none")
+        # vanilla_fails: {arch: [modes]} -- the twin's seed chain must fail in those modes
+        fails_raw = cell_spec.get("vanilla_fails") or {}
+        if not isinstance(fails_raw, dict):
+            raise where.error(cell_spec, "vanilla_fails", "vanilla_fails must map an arch to a list of perf modes")
+        for arch, fail_modes in fails_raw.items():
+            if arch not in vanilla_arches:
+                raise where.error(fails_raw, arch, f"vanilla_fails names {arch!r}, where {version}-{variant_name} "
+                                                   "has no vanilla twin")
+            if not isinstance(fail_modes, list) or not set(fail_modes) <= set(modes):
+                raise where.error(fails_raw, arch, f"vanilla_fails of {arch} must list modes the cell claims ({', '.join(modes)})")
+        for arch in cell_arches:
             cell = Cell(
                 version=version,
                 variant=matrix.variants[variant_name],
@@ -420,12 +504,13 @@ def _load_version(matrix: Matrix, where: _Where, versions, version: str, spec) -
                 backends=backends,
             )
             matrix.cells[cell.name] = cell
-            if vanilla:
+            if arch in vanilla_arches:
                 # The pinned source as released: a native version keeps its
                 # upstream support (with the defects the series fixes); a
                 # backport's twin has no perf support at all.
                 native_only = support == "native"
                 twin = replace(cell, series=None, additions=(), vanilla=True,
+                               unpatched_failures=tuple(fails_raw.get(arch) or ()),
                                modes=cell.modes if native_only else (),
                                backends=tuple(sorted(native, key=PERF_MODES.index)) if native_only else ())
                 matrix.cells[twin.name] = twin

@@ -49,9 +49,16 @@ DWARF_MMAP_FUNCTION = (
 )
 
 
+# A foreign-arch cell records in a qemu-system guest (TCG), which has no
+# usable hardware PMU: its samples come from the cpu-clock software event.
+GUEST_EVENT = "cpu-clock"
+
+
 def record_options(cell: Cell, mode: str | None) -> list[str]:
     """perf record options for a mode (None: frame-pointer call graphs, nothing activated)."""
     options = ["-F", str(SAMPLE_FREQUENCY), "-g"]
+    if cell.foreign:
+        options = ["-e", GUEST_EVENT, *options]
     if mode == "perf_jit":
         stack = cell.variant.dwarf_stack_size
         options += ["-k", "1", "--call-graph", f"dwarf,{stack}" if stack else "dwarf", "-m", "$(dwarf_mmap)"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import jinja2
 
-from .matrix import PROJECT_ROOT, Cell
+from .matrix import ARCH_FACTS, HOST_ARCH, PROJECT_ROOT, Cell, version_tuple
 
 DOCKER_DIR = PROJECT_ROOT / "docker"
 BASE_PACKAGES = DOCKER_DIR / "base-packages.txt"
@@ -33,20 +33,88 @@ def base_packages(path: Path = BASE_PACKAGES) -> list[str]:
     return packages
 
 
-def base_image_tag(suite: str, packages: list[str]) -> str:
-    """Tag of the base image: changes whenever the suite or the package list does."""
+def base_image_tag(suite: str, packages: list[str], arch: str | None = None) -> str:
+    """Tag of the base image: changes whenever the suite or the package list does.
+
+    arch None is the host's base (build toolchain and all); a foreign arch's
+    base is tagged with its Debian name (cpython-perf-base:trixie-arm64-...).
+    """
     digest = hashlib.sha256(("\n".join([suite, *sorted(packages)])).encode()).hexdigest()[:12]
-    return f"cpython-perf-base:{suite}-{digest}"
+    middle = f"{ARCH_FACTS[arch].debian}-" if arch else ""
+    return f"cpython-perf-base:{suite}-{middle}{digest}"
+
+
+def build_dependency_packages(packages: list[str] | None = None) -> list[str]:
+    """CPython's build dependencies in the base list: its -dev packages."""
+    return [p for p in (packages if packages is not None else base_packages()) if p.endswith("-dev")]
+
+
+def foreign_base_packages(arch: str) -> list[str]:
+    """Packages of a foreign arch's base image: the base list's -dev packages and base-packages-<arch>.txt."""
+    own = DOCKER_DIR / f"base-packages-{arch}.txt"
+    if not own.is_file():
+        raise FileNotFoundError(f"{own} is missing: the package list of the {arch} base image")
+    return build_dependency_packages() + base_packages(own)
+
+
+def cross_packages(arch: str) -> list[str]:
+    """What the cross-build stage adds to the host base: the cross toolchain and the foreign -dev packages."""
+    debian = ARCH_FACTS[arch].debian
+    return [f"crossbuild-essential-{debian}", *(f"{p}:{debian}" for p in build_dependency_packages())]
 
 
 def render_base_dockerfile(suite: str, packages: list[str]) -> str:
     return _environment().get_template("base.Dockerfile.j2").render(suite=suite, packages=packages)
 
 
-def render_cell_dockerfile(cell: Cell, base_image: str, inputs_digest: str = "unset") -> str:
-    return _environment().get_template("cell.Dockerfile.j2").render(
+BUILD_PYTHON = "/opt/build-python/bin/python3"
+# What configure cannot find out without running target code (as Debian's and
+# python-build-standalone's cross builds set them).
+CROSS_CACHE_VARIABLES = {"ac_cv_file__dev_ptmx": "yes", "ac_cv_file__dev_ptc": "no", "ac_cv_buggy_getaddrinfo": "no"}
+
+
+def cross_configure_args(cell: Cell) -> list[str]:
+    """configure options of a cross build: build and host triplets, and the build Python where configure
+    takes it (3.11+; 3.9 and 3.10 look for python3.X on PATH)."""
+    args = [f"--build={ARCH_FACTS[HOST_ARCH].triplet}", f"--host={cell.arch_facts.triplet}"]
+    if version_tuple(cell.version) >= (3, 11):
+        args.append(f"--with-build-python={BUILD_PYTHON}")
+    return args
+
+
+def cross_environment(cell: Cell) -> dict[str, str]:
+    """Environment of a cross build's build-cpython.sh run."""
+    return {
+        "PATH": f"{BUILD_PYTHON.rsplit('/', 1)[0]}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "PKG_CONFIG_LIBDIR": f"/usr/lib/{cell.arch_facts.triplet}/pkgconfig:/usr/share/pkgconfig",
+        **CROSS_CACHE_VARIABLES,
+    }
+
+
+def render_cell_dockerfile(cell: Cell, base_image: str, inputs_digest: str = "unset", *,
+                           target_base_image: str = "", build_python_image: str = "") -> str:
+    """The cell's Dockerfile.  A host-arch cell builds on base_image; a foreign-arch
+    cell is cross-compiled on base_image (with build_python_image's interpreter as
+    the build Python) and installed on target_base_image."""
+    if not cell.foreign:
+        return _environment().get_template("cell.Dockerfile.j2").render(
+            cell=cell,
+            base_image=base_image,
+            additions=bool(cell.additions),
+            patches=cell.series is not None,
+            inputs_digest=inputs_digest,
+        )
+    if not (target_base_image and build_python_image):
+        raise ValueError(f"{cell.name} is cross-compiled: its target base and build Python images are needed")
+    return _environment().get_template("cell-cross.Dockerfile.j2").render(
         cell=cell,
+        arch=cell.arch_facts,
         base_image=base_image,
+        target_base_image=target_base_image,
+        build_python_image=build_python_image,
+        cross_packages=cross_packages(cell.arch),
+        cross_configure_args=cross_configure_args(cell),
+        cross_environment=cross_environment(cell),
         additions=bool(cell.additions),
         patches=cell.series is not None,
         inputs_digest=inputs_digest,

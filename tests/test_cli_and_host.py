@@ -22,7 +22,7 @@ def test_unknown_cell_exits_non_zero_without_traceback(capsys):
 
 
 def test_malformed_matrix_exits_non_zero_naming_the_line(project_copy, capsys):
-    edit(project_copy / "matrix.yaml", "arches: [x86_64]", "arches: [sparc]")
+    edit(project_copy / "matrix.yaml", "arches: [x86_64, aarch64]", "arches: [x86_64, sparc]")
     assert main(["--matrix", str(project_copy / "matrix.yaml"), "cells"]) == 2
     assert "matrix.yaml:" in capsys.readouterr().err
 

@@ -84,11 +84,11 @@ def test_native_version_cannot_claim_a_mode_it_lacks(project_copy):
 
 def test_backport_claiming_a_mode_needs_a_series(project_copy):
     edit(project_copy / "matrix.yaml", "series: patches/3.9/series", "series: null")
-    expect_error(project_copy, "fp: {modes: [perf], vanilla: true}", "has no patch series")
+    expect_error(project_copy, "fp: {modes: [perf], arches: [x86_64, aarch64], vanilla: [x86_64]}", "has no patch series")
 
 
 def test_duplicate_key(project_copy):
-    edit(project_copy / "matrix.yaml", "arches: [x86_64]", "arches: [x86_64]\narches: [x86_64]")
+    edit(project_copy / "matrix.yaml", "\narches: [x86_64, aarch64]", "\narches: [x86_64, aarch64]\narches: [x86_64]")
     path = project_copy / "matrix.yaml"
     with pytest.raises(MatrixError, match="duplicate key 'arches'"):
         load_matrix(path)
@@ -100,7 +100,7 @@ def test_unknown_smoke_cell(project_copy):
 
 
 def test_invalid_yaml_names_the_line(project_copy):
-    edit(project_copy / "matrix.yaml", "arches: [x86_64]", "arches: [x86_64")
+    edit(project_copy / "matrix.yaml", "arches: [x86_64, aarch64]", "arches: [x86_64, aarch64")
     with pytest.raises(MatrixError, match=r"matrix\.yaml:\d+: not valid YAML"):
         load_matrix(project_copy / "matrix.yaml")
 
