@@ -22,7 +22,7 @@ import pytest
 from cpython_perf import perf_runs
 from cpython_perf.perf_samples import chain_report, parse_perf_script, py_symbol, python_frame_count
 
-from conftest import MIN_CHAIN_FRACTION, MIN_COVERAGE, MIN_PROCESS_SAMPLES, SEED_SCRIPT, assert_chain
+from conftest import MIN_CHAIN_FRACTION, MIN_COVERAGE, MIN_PROCESS_SAMPLES, SEED_SCRIPT, assert_chain, guest_skip_reason
 
 SCRIPT = SEED_SCRIPT
 _EVAL_FRAME_BYTES: dict[str, int | None] = {}
@@ -32,6 +32,8 @@ SEED_CHAIN = [py_symbol(f, SCRIPT) for f in ("foo", "bar", "baz", "<module>")]
 def record(runner, cell, mode, activation, record_property=None):
     """Record the script in the cell; parsed samples.  The cost of perf itself (perf.data size, record /
     inject / script wall times) goes to the test's properties."""
+    if cell.foreign and guest_skip_reason(cell, mode, activation):
+        pytest.skip(guest_skip_reason(cell, mode, activation))
     run = perf_runs.perf_run(cell, mode, activation, SCRIPT)
     result = runner.run(run.shell, timeout=900)
     assert result.exit_code == 0, f"perf run failed in {runner.image}:\n{run.shell}\n{result.stderr[-4000:]}"

@@ -227,7 +227,7 @@ def run_in_guest(client, cell: Cell, jobs: list[GuestJob], files: list[Path], *,
         cmd = qemu_command(cell, tmp / "vmlinuz", tmp / "initrd.img", disk, output)
         log(f"booting {cell.image} in {cell.arch_facts.qemu_system} ({len(jobs)} jobs): {shlex.join(cmd)}")
         boot_started = time.monotonic()
-        console, boot_seconds = _run_qemu(cmd, timeout)
+        console, boot_seconds = _run_qemu(cmd, timeout, log)
         total = time.monotonic() - boot_started
         up, done = parse_console_times(console)
         if done is None:
@@ -238,8 +238,9 @@ def run_in_guest(client, cell: Cell, jobs: list[GuestJob], files: list[Path], *,
                     disk_seconds, console, results["uname"])
 
 
-def _run_qemu(cmd: list[str], timeout: float) -> tuple[str, float | None]:
-    """Run qemu to its power-off; the console text and the seconds until init started."""
+def _run_qemu(cmd: list[str], timeout: float, log=print) -> tuple[str, float | None]:
+    """Run qemu to its power-off; the console text and the seconds until init started.
+    The init script's own lines (start, each job's exit, done) are logged as they come."""
     started = time.monotonic()
     lines: list[str] = []
     boot_seconds = None
@@ -270,6 +271,8 @@ def _run_qemu(cmd: list[str], timeout: float) -> tuple[str, float | None]:
                 lines.append(line)
                 if boot_seconds is None and UP_MARKER in line:
                     boot_seconds = time.monotonic() - started
+                if line.startswith((UP_MARKER, DONE_MARKER, "job ")):
+                    log(f"guest [{time.monotonic() - started:6.0f} s] {line}")
         if buffer:
             lines.append(buffer.decode(errors="replace"))
     finally:

@@ -50,15 +50,25 @@ DWARF_MMAP_FUNCTION = (
 
 
 # A foreign-arch cell records in a qemu-system guest (TCG), which has no
-# usable hardware PMU: its samples come from the cpu-clock software event.
+# usable hardware PMU: its samples come from the cpu-clock software event, at
+# a tenth of the native rate -- the emulated program runs some 10-20 times
+# slower, so this takes about as many samples of the same work, and keeps
+# dwarf runs (8 KiB of stack copied per sample, unwound by perf script in the
+# emulated guest) within minutes.
 GUEST_EVENT = "cpu-clock"
+GUEST_SAMPLE_FREQUENCY = 999
+# perf_jit runs in the guest sample more rarely still: `perf script` unwinds
+# each dwarf sample in the emulated guest at ~0.5 s a sample (measured: 1,300
+# samples of the seed took 725 s), so a run is kept to a few hundred samples.
+GUEST_DWARF_SAMPLE_FREQUENCY = 250
 
 
 def record_options(cell: Cell, mode: str | None) -> list[str]:
     """perf record options for a mode (None: frame-pointer call graphs, nothing activated)."""
     options = ["-F", str(SAMPLE_FREQUENCY), "-g"]
     if cell.foreign:
-        options = ["-e", GUEST_EVENT, *options]
+        rate = GUEST_DWARF_SAMPLE_FREQUENCY if mode == "perf_jit" else GUEST_SAMPLE_FREQUENCY
+        options = ["-e", GUEST_EVENT, "-F", str(rate), "-g"]
     if mode == "perf_jit":
         stack = cell.variant.dwarf_stack_size
         options += ["-k", "1", "--call-graph", f"dwarf,{stack}" if stack else "dwarf", "-m", "$(dwarf_mmap)"]
