@@ -4,6 +4,10 @@ Each check_*.py is a stdlib-only program that exits 0 when the behaviour it
 checks holds, 1 (with a message) when it does not, and 2 when it cannot
 check on this interpreter (shown as a skip with its reason).  Header lines:
   # requires: perf perf_jit   the backends the cell's interpreter must offer for it to run
+  # emulated-reproduction: no a timing-dependent reproducer that does not
+                              reproduce under qemu-user: on a foreign-arch
+                              vanilla twin it is skipped with that reason
+                              (it still runs, as a check, on the patched cell)
   # fixes: gh-NNN             a reproducer of an upstream defect: it must FAIL
                               (exit 1) on the cell's vanilla twin, the pinned
                               source without the fix series, and pass on the
@@ -12,6 +16,8 @@ check on this interpreter (shown as a skip with its reason).  Header lines:
 """
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
@@ -22,6 +28,9 @@ CANNOT_CHECK = 2
 
 def test_check_script(cell_check, runner_for, record_property):
     cell, script = cell_check
+    if cell.vanilla and cell.foreign and re.search(r"^#\s*emulated-reproduction:\s*no\b", script.read_text(), re.M):
+        pytest.skip(f"{script.name} is timing dependent and does not reproduce its defect under qemu-user "
+                    f"(its header says so); it is proven on the x86_64 vanilla twin")
     runner = runner_for(cell)
     result = runner.run(["python3", f"/src/{script.name}"], timeout=1200)
     output = (result.stdout + result.stderr)[-6000:]

@@ -36,13 +36,20 @@ def test_build_python_is_a_host_cell_of_the_same_version():
     assert matrix.build_python_cell(matrix.cell("3.13-fp")) is None
 
 
-def test_vanilla_arches_and_unpatched_failures():
+def test_vanilla_arches():
     matrix = load_matrix()
     assert "3.13-release-vanilla-aarch64" in matrix.cells
     assert "3.13-fp-vanilla" in matrix.cells and "3.13-fp-vanilla-aarch64" not in matrix.cells
+    assert matrix.vanilla_twin(matrix.cell("3.13-release-aarch64")).name == "3.13-release-vanilla-aarch64"
+
+
+def test_vanilla_fails_reach_the_twin_of_that_arch_only(project_copy):
+    edit(project_copy / "matrix.yaml", "release: {modes: [perf_jit], arches: [x86_64, aarch64], vanilla: true}",
+         "release: {modes: [perf_jit], arches: [x86_64, aarch64], vanilla: true, vanilla_fails: {aarch64: [perf_jit]}}")
+    matrix = load_matrix(project_copy / "matrix.yaml")
     assert matrix.cell("3.13-release-vanilla-aarch64").unpatched_failures == ("perf_jit",)
     assert matrix.cell("3.13-release-vanilla").unpatched_failures == ()
-    assert matrix.vanilla_twin(matrix.cell("3.13-release-aarch64")).name == "3.13-release-vanilla-aarch64"
+    assert matrix.cell("3.13-release-aarch64").unpatched_failures == ()
 
 
 def test_cell_arch_outside_the_matrix_is_an_error(project_copy):
@@ -52,8 +59,8 @@ def test_cell_arch_outside_the_matrix_is_an_error(project_copy):
 
 
 def test_vanilla_fails_needs_a_twin_on_that_arch(project_copy):
-    edit(project_copy / "matrix.yaml", "vanilla: true, vanilla_fails: {aarch64: [perf_jit]}",
-         "vanilla: [x86_64], vanilla_fails: {aarch64: [perf_jit]}")
+    edit(project_copy / "matrix.yaml", "release: {modes: [perf_jit], arches: [x86_64, aarch64], vanilla: true}",
+         "release: {modes: [perf_jit], arches: [x86_64, aarch64], vanilla: [x86_64], vanilla_fails: {aarch64: [perf_jit]}}")
     with pytest.raises(MatrixError, match=r"vanilla_fails names 'aarch64'.*no vanilla twin"):
         load_matrix(project_copy / "matrix.yaml")
 
