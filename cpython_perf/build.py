@@ -35,9 +35,9 @@ def ensure_cell_image(cell: Cell, matrix: Matrix | None = None, log=print) -> st
 
 def rendered_dockerfile(cell: Cell, matrix: Matrix | None = None) -> str:
     matrix = matrix or load_matrix()
-    base = render.base_image_tag(matrix.base_suite, render.base_packages())
+    base = render.host_base_image_tag(matrix.base_suite)
     if not cell.foreign:
         return render.render_cell_dockerfile(cell, base)
-    target = render.base_image_tag(matrix.base_suite, render.foreign_base_packages(cell.arch), cell.arch)
-    return render.render_cell_dockerfile(cell, base, target_base_image=target,
+    return render.render_cell_dockerfile(cell, base,
+                                         target_base_image=render.foreign_base_image_tag(matrix.base_suite, cell.arch),
                                          build_python_image=matrix.build_python_cell(cell).image)

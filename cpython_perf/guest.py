@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+import selectors
 import shlex
 import shutil
 import subprocess
@@ -246,8 +247,6 @@ def _run_qemu(cmd: list[str], timeout: float, log=print) -> tuple[str, float | N
     boot_seconds = None
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        import selectors
-
         sel = selectors.DefaultSelector()
         sel.register(proc.stdout, selectors.EVENT_READ)
         buffer = b""

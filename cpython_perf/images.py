@@ -30,7 +30,7 @@ from pathlib import Path
 
 from . import host, patches, render, sources
 from .errors import DriverError, ImageBuildFailed
-from .matrix import PROJECT_ROOT, Cell, Matrix
+from .matrix import ARCH_FACTS, PROJECT_ROOT, Cell, Matrix
 
 BASE_MODE_ENV = "CPYTHON_PERF_BASE_MODE"
 BASE_MODES = ("auto", "registry", "bootstrap")
@@ -42,10 +42,8 @@ ADDITIONS_ROOT = PROJECT_ROOT / "Python-additions"
 # base image
 
 
-def ensure_base_image(client, suite: str, mode: str | None = None, log=print, arch: str | None = None) -> str:
-    """Return the tag of the base image (of a foreign arch if given), creating it if it does not exist."""
-    if arch is not None:
-        return ensure_foreign_base_image(client, suite, arch, log)
+def ensure_base_image(client, suite: str, mode: str | None = None, log=print) -> str:
+    """Return the tag of the base image, creating it if it does not exist."""
     packages = render.base_packages()
     tag = render.base_image_tag(suite, packages)
     if _image_exists(client, tag):
@@ -82,15 +80,12 @@ def _registry_base_available(client, suite: str, log) -> bool:
 
 def ensure_foreign_base_image(client, suite: str, arch: str, log=print) -> str:
     """The base image of a foreign arch's cells, bootstrapped with mmdebstrap under qemu-user if missing."""
-    from .matrix import ARCH_FACTS
-
-    packages = render.foreign_base_packages(arch)
-    tag = render.base_image_tag(suite, packages, arch)
+    tag = render.foreign_base_image_tag(suite, arch)
     if _image_exists(client, tag):
         return tag
     host.ensure_binfmt(ARCH_FACTS[arch], log)
     started = time.monotonic()
-    _bootstrap_base(client, suite, packages, tag, log, debian_arch=ARCH_FACTS[arch].debian)
+    _bootstrap_base(client, suite, render.foreign_base_packages(arch), tag, log, debian_arch=ARCH_FACTS[arch].debian)
     log(f"base image {tag} ready (bootstrap mode, {arch}, {time.monotonic() - started:.0f} s)")
     return tag
 
@@ -163,13 +158,13 @@ def cell_inputs(cell: Cell, suite: str, cache_dir: Path | None = None, log=print
     """
     tarball = sources.fetch_source(cell.recipe, cache_dir, log)
     series = patches.read_series(cell.series) if cell.series else []
-    base_tag = render.base_image_tag(suite, render.base_packages())
+    base_tag = render.host_base_image_tag(suite)
     target_base_tag, build_python = "", None
     if cell.foreign:
         if matrix is None:
             raise DriverError(f"{cell.name} is cross-compiled: the matrix is needed to find its build Python cell")
         build_python = cell_inputs(matrix.build_python_cell(cell), suite, cache_dir, log, matrix)
-        target_base_tag = render.base_image_tag(suite, render.foreign_base_packages(cell.arch), cell.arch)
+        target_base_tag = render.foreign_base_image_tag(suite, cell.arch)
     inputs = CellInputs(cell, base_tag, tarball, series, "", target_base_tag, build_python)
     digest = hashlib.sha256()
     for part in (

@@ -44,6 +44,16 @@ def base_image_tag(suite: str, packages: list[str], arch: str | None = None) -> 
     return f"cpython-perf-base:{suite}-{middle}{digest}"
 
 
+def host_base_image_tag(suite: str) -> str:
+    """Tag of the host's base image (docker/base-packages.txt)."""
+    return base_image_tag(suite, base_packages())
+
+
+def foreign_base_image_tag(suite: str, arch: str) -> str:
+    """Tag of a foreign arch's base image (foreign_base_packages)."""
+    return base_image_tag(suite, foreign_base_packages(arch), arch)
+
+
 def build_dependency_packages(packages: list[str] | None = None) -> list[str]:
     """CPython's build dependencies in the base list: its -dev packages."""
     return [p for p in (packages if packages is not None else base_packages()) if p.endswith("-dev")]
