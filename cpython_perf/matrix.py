@@ -48,7 +48,7 @@ _TOP_KEYS = {"smoke_cells", "default_cell", "base_suite", "arches", "default_arc
              "regression_tests"}
 _VARIANT_KEYS = {"description", "cflags", "configure_since", "dwarf_stack_size"}
 _VERSION_KEYS = {"recipe", "support", "series", "additions", "cells"}
-_CELL_KEYS = {"modes", "arches", "vanilla", "vanilla_fails"}
+_CELL_KEYS = {"modes", "arches", "vanilla"}
 _RECIPE_KEYS = {"version", "url", "sha256", "size", "debian", "configure"}
 _DEBIAN_KEYS = {"package", "suite", "file"}
 
@@ -202,9 +202,6 @@ class Cell:
     # against which CPython's own regression tests of the patched cell are
     # compared.  A backport's twin claims no modes and offers no backends.
     vanilla: bool = False
-    # On a vanilla twin: the modes whose seed chain the pinned source must
-    # fail to show (a defect its series fixes); test_seed_chain demands the failure.
-    unpatched_failures: tuple[str, ...] = ()
 
     @property
     def foreign(self) -> bool:
@@ -481,16 +478,6 @@ def _load_version(matrix: Matrix, where: _Where, versions, version: str, spec) -
         if vanilla_arches and series_path is None:
             raise where.error(cell_spec, "vanilla",
                               f"a vanilla twin is the unpatched build of a version with a patch series; {version} has none")
-        # vanilla_fails: {arch: [modes]} -- the twin's seed chain must fail in those modes
-        fails_raw = cell_spec.get("vanilla_fails") or {}
-        if not isinstance(fails_raw, dict):
-            raise where.error(cell_spec, "vanilla_fails", "vanilla_fails must map an arch to a list of perf modes")
-        for arch, fail_modes in fails_raw.items():
-            if arch not in vanilla_arches:
-                raise where.error(fails_raw, arch, f"vanilla_fails names {arch!r}, where {version}-{variant_name} "
-                                                   "has no vanilla twin")
-            if not isinstance(fail_modes, list) or not set(fail_modes) <= set(modes):
-                raise where.error(fails_raw, arch, f"vanilla_fails of {arch} must list modes the cell claims ({', '.join(modes)})")
         for arch in cell_arches:
             cell = Cell(
                 version=version,
@@ -510,7 +497,6 @@ def _load_version(matrix: Matrix, where: _Where, versions, version: str, spec) -
                 # backport's twin has no perf support at all.
                 native_only = support == "native"
                 twin = replace(cell, series=None, additions=(), vanilla=True,
-                               unpatched_failures=tuple(fails_raw.get(arch) or ()),
                                modes=cell.modes if native_only else (),
                                backends=tuple(sorted(native, key=PERF_MODES.index)) if native_only else ())
                 matrix.cells[twin.name] = twin

@@ -43,25 +43,9 @@ def test_vanilla_arches():
     assert matrix.vanilla_twin(matrix.cell("3.13-release-aarch64")).name == "3.13-release-vanilla-aarch64"
 
 
-def test_vanilla_fails_reach_the_twin_of_that_arch_only(project_copy):
-    edit(project_copy / "matrix.yaml", "release: {modes: [perf_jit], arches: [x86_64, aarch64], vanilla: true}",
-         "release: {modes: [perf_jit], arches: [x86_64, aarch64], vanilla: true, vanilla_fails: {aarch64: [perf_jit]}}")
-    matrix = load_matrix(project_copy / "matrix.yaml")
-    assert matrix.cell("3.13-release-vanilla-aarch64").unpatched_failures == ("perf_jit",)
-    assert matrix.cell("3.13-release-vanilla").unpatched_failures == ()
-    assert matrix.cell("3.13-release-aarch64").unpatched_failures == ()
-
-
 def test_cell_arch_outside_the_matrix_is_an_error(project_copy):
     edit(project_copy / "matrix.yaml", "arches: [x86_64, aarch64]\n", "arches: [x86_64]\n")
     with pytest.raises(MatrixError, match=r"arch 'aarch64' of 3\.9-fp is not in the matrix's arches"):
-        load_matrix(project_copy / "matrix.yaml")
-
-
-def test_vanilla_fails_needs_a_twin_on_that_arch(project_copy):
-    edit(project_copy / "matrix.yaml", "release: {modes: [perf_jit], arches: [x86_64, aarch64], vanilla: true}",
-         "release: {modes: [perf_jit], arches: [x86_64, aarch64], vanilla: [x86_64], vanilla_fails: {aarch64: [perf_jit]}}")
-    with pytest.raises(MatrixError, match=r"vanilla_fails names 'aarch64'.*no vanilla twin"):
         load_matrix(project_copy / "matrix.yaml")
 
 
