@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from cpython_perf import build, containers, guest, host, perf_runs
-from cpython_perf.errors import DockerUnavailable, PerfNotPermitted, SourceUnavailable, UnknownCell
+from cpython_perf import build, containers, guest, host, perf_runs, tools
+from cpython_perf.errors import DockerUnavailable, DriverError, PerfNotPermitted, SourceUnavailable, UnknownCell
 from cpython_perf.matrix import load_matrix
 
 MATRIX = load_matrix()
@@ -150,6 +150,20 @@ def perf_cap_for(image: str, docker_client) -> str:
         pytest.skip(str(exc))
 
 
+@pytest.fixture(scope="session")
+def samply_binary(docker_client):
+    """Host path of Debian's samply (pinned in matrix.yaml `profilers:`), from the tools image."""
+    try:
+        return tools.samply_binary(docker_client, MATRIX)
+    except DriverError as exc:
+        pytest.fail(f"samply could not be had: {exc}", pytrace=False)
+
+
+def results_dir() -> Path:
+    """Where artefacts for the report go (results/<cell>/...): $CPYTHON_PERF_RESULTS, else results/."""
+    return Path(os.environ.get("CPYTHON_PERF_RESULTS") or Path(__file__).parent.parent / "results")
+
+
 class CellRunner:
     """Runs commands in one cell image with /src and /tmp mounted from the test's directory."""
 
@@ -157,11 +171,12 @@ class CellRunner:
         self.client, self.image, self.workdir, self.cap = client, image, workdir, cap
         self.src = workdir / "src"
         self.tmp = workdir / "tmp"
+        self.extra_mounts: dict[Path, str] = {}   # e.g. a tool's binary, read by the command
 
     def run(self, command, env=None, timeout=900, perf=True) -> containers.RunResult:
         return containers.run(
             self.client, self.image, command,
-            mounts={self.src: "/src", self.tmp: "/tmp"},
+            mounts={self.src: "/src", self.tmp: "/tmp", **self.extra_mounts},
             cap_add=[self.cap] if (perf and self.cap) else [],
             env=env, timeout=timeout,
         )

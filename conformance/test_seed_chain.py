@@ -17,7 +17,9 @@ import pytest
 from cpython_perf import perf_runs
 from cpython_perf.perf_samples import chain_report, parse_perf_script, py_symbol, python_frame_count
 
-from conftest import SEED_SCRIPT, assert_chain, guest_skip_reason
+from cpython_perf.report import SEED_PERF_SCRIPT
+
+from conftest import SEED_SCRIPT, assert_chain, guest_skip_reason, results_dir
 
 SCRIPT = SEED_SCRIPT
 _EVAL_FRAME_BYTES: dict[str, int | None] = {}
@@ -72,7 +74,18 @@ def test_seed_chain(cell_mode, activation, runner_for, record_property):
     runner = runner_for(cell)
     chain = expected_chain(runner, cell, mode, record_property)
     samples = record(runner, cell, mode, activation, record_property)
+    if activation == "xoption" and mode == cell.modes[0]:
+        keep_for_flame_graph(runner, cell)
     assert_chain(chain_report(samples, chain), f"{mode}, {activation}", record_property)
+
+
+def keep_for_flame_graph(runner, cell) -> None:
+    """The seed run's perf script output goes to results/<cell>/, where the report draws its flame graph."""
+    target = results_dir() / cell.name / SEED_PERF_SCRIPT
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".partial")
+    partial.write_bytes((runner.src / perf_runs.SCRIPT_OUTPUT).read_bytes())
+    partial.replace(target)
 
 
 def test_no_python_frames_without_activation(cell, runner_for):

@@ -45,7 +45,8 @@ NATIVE_SINCE = {"perf": (3, 12), "perf_jit": (3, 13)}
 IMAGE_REPOSITORY = "cpython-perf"
 
 _TOP_KEYS = {"smoke_cells", "default_cell", "base_suite", "arches", "default_arches", "variants", "versions",
-             "regression_tests"}
+             "regression_tests", "profilers"}
+_PROFILER_KEYS = {"suite", "samply", "inferno"}
 _VARIANT_KEYS = {"description", "cflags", "configure_since", "dwarf_stack_size"}
 _VERSION_KEYS = {"recipe", "support", "series", "additions", "cells"}
 _CELL_KEYS = {"modes", "arches", "vanilla"}
@@ -228,6 +229,15 @@ class Cell:
         return mode in self.modes
 
 
+@dataclass(frozen=True)
+class ProfilerPins:
+    """The Debian suite and package versions of the tools image (matrix.yaml `profilers:`)."""
+
+    suite: str
+    samply: str
+    inferno: str
+
+
 @dataclass
 class Matrix:
     path: Path
@@ -242,6 +252,8 @@ class Matrix:
     default_cell: str = ""
     # CPython's own tests compared between a patched cell and its vanilla twin
     regression_tests: tuple[str, ...] = ()
+    # Debian packages of the tools image, pinned
+    profilers: "ProfilerPins | None" = None
 
     def cell(self, name: str) -> Cell:
         try:
@@ -398,11 +410,28 @@ def load_matrix(path: Path | None = None) -> Matrix:
     if not isinstance(tests, list) or not all(isinstance(t, str) and re.fullmatch(r"test_\w+", t) for t in tests):
         raise where.error(data, "regression_tests", "regression_tests must be a list of CPython test module names (test_xxx)")
     matrix.regression_tests = tuple(tests)
+    matrix.profilers = _load_profilers(where, data)
     for cell in matrix.cells.values():
         if cell.foreign and matrix.build_python_cell(cell) is None:
             raise MatrixError(f"{path}: {cell.name} is cross-compiled, which needs a {HOST_ARCH} cell of "
                               f"{cell.version} to provide the build Python; {cell.version} has none")
     return matrix
+
+
+def _load_profilers(where: _Where, data) -> ProfilerPins | None:
+    spec = data.get("profilers")
+    if spec is None:
+        return None
+    if not isinstance(spec, dict):
+        raise where.error(data, "profilers", "profilers must be a mapping {suite, samply, inferno}")
+    where.check_keys(spec, _PROFILER_KEYS, "profilers")
+    values = {}
+    for key in sorted(_PROFILER_KEYS):
+        value = where.require(spec, key, "profilers")
+        if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9.+~:-]*", value):
+            raise where.error(spec, key, f"profilers.{key} must be a Debian suite or version string, not {value!r}")
+        values[key] = value
+    return ProfilerPins(**values)
 
 
 def _load_version(matrix: Matrix, where: _Where, versions, version: str, spec) -> None:

@@ -77,6 +77,14 @@ def render_base_dockerfile(suite: str, packages: list[str]) -> str:
     return _environment().get_template("base.Dockerfile.j2").render(suite=suite, packages=packages)
 
 
+def render_tools_dockerfile(base_image: str, base_suite: str, archive_uri: str, suite: str, samply: str,
+                            inferno: str) -> str:
+    """docker/tools.Dockerfile.j2: samply and the inferno flame-graph command (cpython_perf.tools)."""
+    return _environment().get_template("tools.Dockerfile.j2").render(
+        base_image=base_image, base_suite=base_suite, archive_uri=archive_uri, suite=suite, samply=samply,
+        inferno=inferno)
+
+
 BUILD_PYTHON = "/opt/build-python/bin/python3"
 # What configure cannot find out without running target code (as Debian's and
 # python-build-standalone's cross builds set them).

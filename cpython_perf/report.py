@@ -21,24 +21,16 @@ without a cell (the unit tests) are summarised apart.  When several files hold
 the same testcase, the newest file (by its testsuite timestamp, else its
 modification time) wins.
 
-Flame graphs.  No maintained tool that renders an SVG from perf output is
-packaged where this project installs from (checked in the trixie images and
-the registries reachable here): Debian trixie packages neither Brendan Gregg's
-FlameGraph nor inferno; PyPI's pyflamegraph is Python 2 only (its setup.py
-calls execfile) and flamegraph 0.1 is a profiler that writes folded stacks;
-perf's own `perf script report flamegraph` needs the d3-flame-graph template
-(not packaged in trixie, its CDN is unreachable) and aborts in the cell
-images (its --format json works).  The one renderer that works offline once
-installed is npm's `flamegraph` 1.3.0 (thlorenz/flamegraph, an old tool made
-for V8 profiles): `flamegraph -t perf < out > graph.svg` renders perf's
-*default* `perf script` output (it rejects the -F field list the suite
-parses) and keeps symbol offsets (py::foo:/src/script.py+0x6) in frame names.
-So: where results/<cell>/seed.perf-script.txt (default `perf script` output of
-the seed run) exists and a renderer is found ($CPYTHON_PERF_FLAMEGRAPH, else
-`flamegraph` on PATH), the report renders results/<cell>/seed-flamegraph.svg
-and links it; otherwise it says why there is none.
-TODO: the seed test does not save that file yet, and no renderer is installed
-by the project; this module must not grow an SVG renderer of its own.
+Flame graphs.  Where results/<cell>/seed.perf-script.txt exists (the
+`perf script` output of the seed run with the cell's first perf mode, saved by
+conformance/test_seed_chain.py), the report renders results/<cell>/
+seed-flamegraph.svg with inferno -- the maintained Rust port of FlameGraph
+(used by cargo-flamegraph and py-spy): its perf collapser and its SVG
+renderer, as Debian's librust-inferno-dev, compiled into the tools image
+(cpython_perf.tools, docker/flamegraph).  The rendered SVG is then read back:
+the report says whether a py::foo frame sits inside a py::bar frame's span,
+above it, as the howto's flame graph shows it.  Where there is no input, or
+the renderer cannot run, the cell says why instead.
 """
 
 from __future__ import annotations
@@ -47,9 +39,6 @@ import argparse
 import html
 import os
 import re
-import shlex
-import shutil
-import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from collections import Counter, defaultdict
@@ -65,7 +54,10 @@ LABEL = {"passed": "pass", "failed": "FAIL", "error": "ERROR", "skipped": "skip"
 VERSION_PROPERTIES = ("perf_version", "kernel_version")
 SEED_PERF_SCRIPT = "seed.perf-script.txt"   # default `perf script` output of the seed run, per cell
 SEED_FLAMEGRAPH = "seed-flamegraph.svg"
-FLAMEGRAPH_ENV = "CPYTHON_PERF_FLAMEGRAPH"
+FLAME_GRAPH_NOTE = (
+    "Seed flame graphs: the perf samples of each cell's seed run (results/<cell>/seed.perf-script.txt, its first "
+    "perf mode, -X activation) collapsed and drawn by inferno (Debian's librust-inferno-dev, in the tools image); "
+    "each link says whether the SVG shows py::foo inside py::bar's span, above it.")
 
 
 @dataclass
@@ -248,7 +240,7 @@ def render_markdown(report: Report) -> str:
         seconds = f"{report.seconds(cell):.1f}" if ran else ""
         versions = [_md_escape(v[k]) if ran else "" for k in VERSION_PROPERTIES]
         svg, note = _flame_note(report, cell)
-        flame = f"[svg]({svg})" if svg else _md_escape(note)
+        flame = f"[svg]({svg}): {_md_escape(note)}" if svg else _md_escape(note)
         out.append(f"| {cell} | {report.status(cell)} | " + " | ".join(nums) + f" | {seconds} | " + " | ".join(versions)
                    + f" | {flame} |")
     out += ["", "## Checks", "", "Rows are cells, columns are checks; `-`: not collected in that cell's run.", ""]
@@ -290,8 +282,7 @@ def render_markdown(report: Report) -> str:
                 out.append(f"- {case.classname}::{case.name}: {LABEL[case.outcome]}: {_md_escape(_first_line(case.message))}")
         out.append("")
     out += ["## Flame graphs", "",
-            "Seed flame graphs are rendered only where results/<cell>/seed.perf-script.txt and a renderer exist; "
-            "no maintained renderer is installed by the project (see cpython_perf/report.py).", ""]
+            FLAME_GRAPH_NOTE, ""]
     return "\n".join(out)
 
 
@@ -320,7 +311,7 @@ def render_html(report: Report) -> str:
         else:
             nums = "<td></td>" * 7
         svg, note = _flame_note(report, cell)
-        nums += f"<td><a href='{e(svg, quote=True)}'>svg</a></td>" if svg else f"<td>{e(note)}</td>"
+        nums += f"<td><a href='{e(svg, quote=True)}'>svg</a>: {e(note)}</td>" if svg else f"<td>{e(note)}</td>"
         out.append(f"<tr><td>{e(cell)}</td><td class='{cls}'>{e(status)}</td>{nums}</tr>")
     out.append("</table><h2>Checks</h2><div class='wide'><table><tr><th>cell</th>" +
                "".join(f"<th>{e(c)}</th>" for c in report.checks) + "</tr>")
@@ -362,49 +353,67 @@ def render_html(report: Report) -> str:
             if case.outcome != "passed":
                 out.append(f"<li>{e(case.classname)}::{e(case.name)}: {LABEL[case.outcome]}: {e(_first_line(case.message))}</li>")
         out.append("</ul>")
-    out.append("<h2>Flame graphs</h2><p>Seed flame graphs are rendered only where results/&lt;cell&gt;/seed.perf-script.txt "
-               "and a renderer exist; no maintained renderer is installed by the project (see cpython_perf/report.py)."
-               "</p></body></html>")
+    out.append(f"<h2>Flame graphs</h2><p>{e(FLAME_GRAPH_NOTE)}</p></body></html>")
     return "\n".join(out)
 
 
-def folded_stacks(samples, comm_prefix: str = "python") -> Counter:
-    """Collapse parsed perf samples to folded stacks ('root;...;leaf' -> count), the input of flame-graph tools."""
-    folded: Counter = Counter()
-    for s in samples:
-        if s.comm.startswith(comm_prefix) and s.frames:
-            folded[";".join(f.symbol for f in reversed(s.frames))] += 1
-    return folded
+_SVG_FRAME = re.compile(r'<title>(?P<name>[^<]*?) \([\d,]+ samples?[^<]*</title>\s*<rect [^>]*?y="(?P<y>[\d.]+)"'
+                        r'[^>]*?fg:x="(?P<x>\d+)" fg:w="(?P<w>\d+)"')
+SEED_NESTING = ("py::foo:/src/script.py", "py::bar:/src/script.py")
 
 
-def flamegraph_command() -> list[str] | None:
-    """The flame-graph renderer: $CPYTHON_PERF_FLAMEGRAPH, else npm's `flamegraph` on PATH."""
-    if os.environ.get(FLAMEGRAPH_ENV):
-        return shlex.split(os.environ[FLAMEGRAPH_ENV])
-    found = shutil.which("flamegraph")
-    return [found, "-t", "perf"] if found else None
+def svg_frames(svg_text: str) -> list[tuple[str, float, int, int]]:
+    """The frames of an inferno flame graph: (name, y, first sample, sample count); the root is at the bottom."""
+    return [(html.unescape(m.group("name")), float(m.group("y")), int(m.group("x")), int(m.group("w")))
+            for m in _SVG_FRAME.finditer(svg_text)]
 
 
-def render_flamegraphs(results_dir: Path, cells, command: list[str] | None) -> dict[str, tuple[str | None, str]]:
-    """Render results/<cell>/seed.perf-script.txt to seed-flamegraph.svg where both input and renderer exist."""
+def svg_nests(svg_text: str, inner: str, outer: str) -> bool:
+    """Whether some frame named inner lies within the span of a frame named outer, above it (a callee)."""
+    frames = svg_frames(svg_text)
+    outers = [(y, x, w) for name, y, x, w in frames if name == outer]
+    return any(iy < oy and ox <= ix and ix + iw <= ox + ow
+               for name, iy, ix, iw in frames if name == inner for oy, ox, ow in outers)
+
+
+def render_flamegraphs(results_dir: Path, cells, renderer) -> dict[str, tuple[str | None, str]]:
+    """Render results/<cell>/seed.perf-script.txt to seed-flamegraph.svg where it exists.
+
+    renderer(perf_script, svg, title) draws the SVG or raises with the reason
+    (None: no renderer could be had; the reason is then `renderer_missing`).
+    """
     out: dict[str, tuple[str | None, str]] = {}
     for cell in cells:
         source = results_dir / cell / SEED_PERF_SCRIPT
         if not source.is_file():
             continue
-        if command is None:
-            out[cell] = (None, f"no renderer (set ${FLAMEGRAPH_ENV} or put npm's flamegraph on PATH)")
-            continue
         svg = results_dir / cell / SEED_FLAMEGRAPH
-        with source.open("rb") as stdin, svg.open("wb") as stdout:
-            done = subprocess.run(command, stdin=stdin, stdout=stdout, stderr=subprocess.PIPE, timeout=600)
-        if done.returncode != 0 or svg.stat().st_size == 0:
+        if not callable(renderer):
+            out[cell] = (None, f"no renderer: {renderer}")
+            continue
+        try:
+            renderer(source, svg, f"{cell}: the seed script")
+        except Exception as exc:
             svg.unlink(missing_ok=True)
-            message = done.stderr.decode(errors="replace").strip().splitlines()
-            out[cell] = (None, f"renderer failed (exit {done.returncode}): {message[-1] if message else ''}")
-        else:
-            out[cell] = (f"{cell}/{SEED_FLAMEGRAPH}", "")
+            out[cell] = (None, f"renderer failed: {_first_line(str(exc))}")
+            continue
+        inner, outer = SEED_NESTING
+        shown = svg_nests(svg.read_text(errors="replace"), inner, outer)
+        out[cell] = (f"{cell}/{SEED_FLAMEGRAPH}",
+                     f"{inner} under {outer}" if shown else f"does NOT show {inner} under {outer}")
     return out
+
+
+def default_renderer(matrix: Matrix):
+    """inferno in the tools image; or, where Docker is not available, the reason."""
+    from . import host, tools
+    from .errors import DockerUnavailable
+
+    try:
+        client = host.docker_client()
+    except DockerUnavailable as exc:
+        return f"Docker is not available for the tools image ({_first_line(str(exc))})"
+    return lambda source, svg, title: tools.render_flamegraph(client, matrix, source, svg, title, log=lambda s: None)
 
 
 def _flame_note(report: Report, cell: str) -> tuple[str | None, str]:
@@ -413,11 +422,11 @@ def _flame_note(report: Report, cell: str) -> tuple[str | None, str]:
     return None, "no seed perf script output" if report.grid.get(cell) else ""
 
 
-def write_report(results_dir: Path, matrix: Matrix | None = None) -> tuple[Path, Path]:
+def write_report(results_dir: Path, matrix: Matrix | None = None, renderer=None) -> tuple[Path, Path]:
     results_dir = Path(results_dir)
     matrix = matrix or load_matrix()
     report = build_report(matrix, latest_results(results_dir))
-    report.flamegraphs = render_flamegraphs(results_dir, report.cells, flamegraph_command())
+    report.flamegraphs = render_flamegraphs(results_dir, report.cells, renderer or default_renderer(matrix))
     results_dir.mkdir(parents=True, exist_ok=True)
     md, page = results_dir / "report.md", results_dir / "report.html"
     md.write_text(render_markdown(report))

@@ -160,3 +160,18 @@ def test_backport_twin_has_no_perf_support():
 def test_native_twin_keeps_upstream_support():
     twin = load_matrix().cell("3.13-release-vanilla")
     assert twin.modes == ("perf_jit",) and twin.backends == ("perf", "perf_jit")
+
+
+def test_profiler_pins_are_loaded():
+    pins = load_matrix().profilers
+    assert pins.suite and pins.samply.startswith("0.") and pins.inferno.startswith("0.")
+
+
+def test_profiler_pin_with_a_bad_version_is_caught(project_copy):
+    edit(project_copy / "matrix.yaml", "  samply: 0.13.1-1+b2", "  samply: latest version")
+    expect_error(project_copy, "samply: latest version", "profilers.samply must be a Debian suite or version")
+
+
+def test_profiler_unknown_key_is_caught(project_copy):
+    edit(project_copy / "matrix.yaml", "  samply: 0.13.1-1+b2", "  samply: 0.13.1-1+b2\n  pyspy: 0.4.1")
+    expect_error(project_copy, "pyspy: 0.4.1", "unknown key 'pyspy' in profilers")

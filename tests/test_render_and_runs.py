@@ -113,3 +113,20 @@ def test_dwarf_reach_at_o0_and_release():
     assert perf_runs.dwarf_reachable_python_frames(matrix.cell("3.13-O0"), 0x47C0) == 3
     assert perf_runs.dwarf_reachable_python_frames(matrix.cell("3.13-release"), 0x178) >= 4
     assert perf_runs.dwarf_reachable_python_frames(matrix.cell("3.13-release"), None) is None
+
+
+def test_tools_image_follows_the_pins_and_the_crate():
+    from dataclasses import replace
+
+    from cpython_perf import tools
+    from cpython_perf.matrix import load_matrix
+
+    matrix = load_matrix()
+    dockerfile = tools.tools_dockerfile(matrix, "http://archive.invalid/debian")
+    assert f"samply={matrix.profilers.samply}" in dockerfile
+    assert f"librust-inferno-dev={matrix.profilers.inferno}" in dockerfile
+    assert f"http://archive.invalid/debian {matrix.profilers.suite} main" in dockerfile
+    moved = replace(matrix, profilers=replace(matrix.profilers, samply="0.13.2-1"))
+    assert tools.tools_image_tag(tools.tools_dockerfile(moved, "http://archive.invalid/debian")) != \
+        tools.tools_image_tag(dockerfile)
+    assert tools.tools_image_tag(dockerfile).startswith("cpython-perf-tools:")

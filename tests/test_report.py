@@ -12,7 +12,6 @@ import pytest
 
 from cpython_perf import report
 from cpython_perf.matrix import load_matrix
-from cpython_perf.perf_samples import parse_perf_script
 
 MATRIX = load_matrix()
 
@@ -157,20 +156,6 @@ def test_reads_the_junit_file_pytest_really_writes(tmp_path):
     assert "source not available" in rep.grid["3.12-fp"]["test_fake"].message
 
 
-def test_folded_stacks_are_root_first():
-    text = textwrap.dedent("""\
-        python3    42/42    100.000001: cpu-clock:ppp: 
-        \t    7f00000010a0 py::foo:/src/script.py (/tmp/perf-42.map)
-        \t    7f0000001080 py::bar:/src/script.py (/tmp/perf-42.map)
-        \t    55d0c0a00000 main (/opt/cpython/bin/python3.13)
-
-        perf-exec  41/41    100.000000: cpu-clock:ppp: 
-        \t    ffffffff8100 do_syscall_64 ([kernel.kallsyms])
-        """)
-    folded = report.folded_stacks(parse_perf_script(text))
-    assert folded == {"main;py::bar:/src/script.py;py::foo:/src/script.py": 1}
-
-
 def test_main_writes_both_files(tmp_path, capsys):
     assert report.main(["--results", str(tmp_path)]) == 0
     assert (tmp_path / "report.md").is_file() and (tmp_path / "report.html").is_file()
@@ -182,28 +167,66 @@ def test_labels_never_say_pass_for_anything_but_a_pass(outcome):
     assert report.LABEL[outcome] != report.LABEL["passed"]
 
 
-def test_flame_graph_is_rendered_and_linked_where_input_and_renderer_exist(tmp_path, monkeypatch):
+def _svg_frame(name: str, y: int, x: int, w: int) -> str:
+    """One frame as inferno writes it (title with the escaped name, rect with fg:x / fg:w sample positions)."""
+    from html import escape
+    return (f'<g><title>{escape(name)} ({w} samples, 1.00%)</title><rect x="0%" y="{y}" width="1%" height="15" '
+            f'fill="rgb(1,2,3)" fg:x="{x}" fg:w="{w}"/><text x="0" y="0"></text></g>')
+
+
+FOO, BAR = report.SEED_NESTING
+
+
+def _svg(*frames) -> str:
+    return "<svg>" + "".join(_svg_frame(*f) for f in frames) + "</svg>"
+
+
+def test_svg_nesting_needs_foo_above_bar_and_inside_its_span():
+    nested = _svg(("main", 100, 0, 10), (BAR, 68, 0, 8), ("_PyEval_EvalFrameDefault", 52, 0, 8), (FOO, 36, 1, 7))
+    assert report.svg_nests(nested, FOO, BAR)
+    assert not report.svg_nests(nested, BAR, FOO)                                   # bar is below foo
+    assert not report.svg_nests(_svg((BAR, 68, 0, 4), (FOO, 36, 4, 4)), FOO, BAR)   # beside, not inside
+    assert not report.svg_nests(_svg((FOO, 36, 0, 4)), FOO, BAR)                    # no bar at all
+    assert report.svg_frames(_svg(("py::<module>:/src/script.py", 5, 0, 1)))[0][0] == "py::<module>:/src/script.py"
+
+
+def test_flame_graph_is_rendered_checked_and_linked(tmp_path):
     junit(tmp_path / "3.13-fp" / "junit.xml", case("test_seed_chain[3.13-fp-perf-xoption]"))
     junit(tmp_path / "3.13-O0" / "junit.xml", case("test_seed_chain[3.13-O0-perf-xoption]"))
-    (tmp_path / "3.13-fp" / report.SEED_PERF_SCRIPT).write_text("python3 8 1.0: 1 task-clock:\n\t1 py::foo:/src/script.py (x)\n")
-    fake = tmp_path / "fake_flamegraph.py"
-    fake.write_text("import sys\ndata = sys.stdin.read()\nprint('<svg>' + str(len(data)) + '</svg>')\n")
-    monkeypatch.setenv(report.FLAMEGRAPH_ENV, f"{sys.executable} {fake}")
-    md, page = report.write_report(tmp_path, MATRIX)
-    assert (tmp_path / "3.13-fp" / report.SEED_FLAMEGRAPH).read_text().startswith("<svg>")
+    (tmp_path / "3.13-fp" / report.SEED_PERF_SCRIPT).write_text("perf script text\n")
+    seen = []
+
+    def renderer(source, svg, title):
+        seen.append((source.read_text(), title))
+        svg.write_text(_svg((BAR, 68, 0, 8), (FOO, 36, 0, 8)))
+
+    md, page = report.write_report(tmp_path, MATRIX, renderer=renderer)
+    assert seen == [("perf script text\n", "3.13-fp: the seed script")]
     row = next(line for line in md.read_text().splitlines() if line.startswith("| 3.13-fp | "))
-    assert f"[svg](3.13-fp/{report.SEED_FLAMEGRAPH})" in row
+    assert f"[svg](3.13-fp/{report.SEED_FLAMEGRAPH}): {FOO} under {BAR}" in row
     row = next(line for line in md.read_text().splitlines() if line.startswith("| 3.13-O0 | "))
     assert "no seed perf script output" in row
     assert f"href='3.13-fp/{report.SEED_FLAMEGRAPH}'" in page.read_text()
 
 
-def test_flame_graph_reasons_when_renderer_missing_or_failing(tmp_path, monkeypatch):
+def test_flame_graph_that_lacks_the_nesting_says_so(tmp_path):
     (tmp_path / "3.13-fp").mkdir()
     (tmp_path / "3.13-fp" / report.SEED_PERF_SCRIPT).write_text("x\n")
-    assert report.render_flamegraphs(tmp_path, ["3.13-fp", "3.13-O0"], None) == {
-        "3.13-fp": (None, f"no renderer (set ${report.FLAMEGRAPH_ENV} or put npm's flamegraph on PATH)")}
-    failing = [sys.executable, "-c", "import sys; sys.stderr.write('Unable to detect input type\\n'); sys.exit(1)"]
+    out = report.render_flamegraphs(tmp_path, ["3.13-fp"],
+                                    lambda source, svg, title: svg.write_text(_svg((FOO, 68, 0, 8), (BAR, 36, 0, 8))))
+    assert out == {"3.13-fp": (f"3.13-fp/{report.SEED_FLAMEGRAPH}", f"does NOT show {FOO} under {BAR}")}
+
+
+def test_flame_graph_reasons_when_renderer_missing_or_failing(tmp_path):
+    (tmp_path / "3.13-fp").mkdir()
+    (tmp_path / "3.13-fp" / report.SEED_PERF_SCRIPT).write_text("x\n")
+    assert report.render_flamegraphs(tmp_path, ["3.13-fp", "3.13-O0"], "Docker is not available") == {
+        "3.13-fp": (None, "no renderer: Docker is not available")}
+
+    def failing(source, svg, title):
+        svg.write_text("half")
+        raise RuntimeError("cpython-perf-flamegraph failed (exit 101): no stack in the input")
+
     [(svg, note)] = report.render_flamegraphs(tmp_path, ["3.13-fp"], failing).values()
-    assert svg is None and note == "renderer failed (exit 1): Unable to detect input type"
+    assert svg is None and note == "renderer failed: cpython-perf-flamegraph failed (exit 101): no stack in the input"
     assert not (tmp_path / "3.13-fp" / report.SEED_FLAMEGRAPH).exists()

@@ -1,0 +1,58 @@
+"""The seed chain seen by samply, the second profiler (issue: samply record --save-only).
+
+samply (Debian's package, pinned in matrix.yaml `profilers:`, mounted read-only
+into the cell container) records the howto's script with the cell's perf
+support turned on by -X; it reads /tmp/perf-PID.map (perf) or the jitdump
+(perf_jit) itself.  The saved profile is parsed (cpython_perf.samply) into the
+same samples perf's output gives, and must show the same chain:
+py::foo under py::bar under py::baz under py::<module>, in the same share of
+foo's samples as perf's test demands.  Without activation no py:: frame may
+appear.
+
+The activation paths (environment, sys API) are perf's test's concern: here
+the profiler changes, not the interpreter.  Foreign-arch cells are skipped:
+their recordings run in a qemu-system guest, which has perf but not samply.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from cpython_perf import samply
+from cpython_perf.perf_samples import chain_report, python_frame_count
+
+from conftest import assert_chain
+from test_seed_chain import SCRIPT, SEED_CHAIN
+
+SAMPLY_MOUNT = "/opt/samply"
+
+
+def record(runner, samply_binary, mode):
+    if runner.cap is None:
+        pytest.skip("no perf capability in the container")
+    runner.extra_mounts[samply_binary.parent] = SAMPLY_MOUNT
+    result = runner.run(samply.record_command(mode, "xoption", SCRIPT, samply=f"{SAMPLY_MOUNT}/samply"),
+                        timeout=600)
+    assert result.exit_code == 0, f"samply record failed in {runner.image}:\n{result.stderr[-3000:]}"
+    return samply.read_profile(runner.src)
+
+
+def _skip_foreign(cell):
+    if cell.foreign:
+        pytest.skip(f"{cell.name}: recordings of a foreign arch run in its qemu-system guest, which has perf "
+                    "but not samply; samply is checked on the x86_64 cells")
+
+
+def test_samply_seed_chain(cell_mode, runner_for, samply_binary, record_property):
+    cell, mode = cell_mode
+    _skip_foreign(cell)
+    samples = record(runner_for(cell), samply_binary, mode)
+    assert_chain(chain_report(samples, SEED_CHAIN), f"samply, {mode}", record_property)
+
+
+def test_samply_no_python_frames_without_activation(cell, runner_for, samply_binary):
+    _skip_foreign(cell)
+    samples = record(runner_for(cell), samply_binary, None)
+    process = [s for s in samples if s.comm.startswith("python")]
+    assert len(process) >= 50, f"samply recorded only {len(process)} samples of the Python process"
+    assert python_frame_count(samples) == 0, "py:: frames appeared in samply's profile without perf support"
