@@ -71,6 +71,20 @@ def bench(session):
     session.run("python", "-m", "cpython_perf.bench", *session.posargs)
 
 
+@nox.session(name="bench-fidelity", default=False)
+def bench_fidelity(session):
+    """Attribution fidelity (perf, samply, py-spy), the cost of perf, map growth (results/bench/fidelity-*.json)"""
+    _install(session)
+    session.run("python", "-m", "cpython_perf.fidelity", *session.posargs)
+
+
+@nox.session(name="bench-instructions", default=False)
+def bench_instructions(session):
+    """Overhead as cachegrind instruction counts (results/bench/instructions-*.json, BENCHMARKS.md)"""
+    _install(session)
+    session.run("python", "-m", "cpython_perf.instructions", *session.posargs)
+
+
 def _cell_sessions(cell):
     def build(session):
         _install(session)

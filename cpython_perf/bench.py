@@ -477,15 +477,44 @@ def load_results(path: Path) -> dict:
         raise DriverError(f"{path}: not a results file of cpython_perf.bench: {exc}") from None
 
 
+def _relative(path: Path) -> str:
+    path = path.resolve()
+    return str(path.relative_to(PROJECT_ROOT)) if path.is_relative_to(PROJECT_ROOT) else str(path)
+
+
+def other_sections(directory: Path) -> str:
+    """The sections of the other benchmark groups (instruction counts, fidelity) from their latest results files."""
+    from . import fidelity, instructions
+
+    parts = []
+    for group in (instructions, fidelity):
+        path = group.latest_results(directory)
+        if path is not None:
+            try:
+                parts.append(group.render_markdown(load_results(path), _relative(path)))
+            except (KeyError, TypeError) as exc:
+                raise DriverError(f"{path}: not a results file of {group.__name__} (no {exc})") from None
+    return "\n".join(parts)
+
+
 def write_summary(results_path: Path, summary: Path = SUMMARY) -> Path:
-    """Render BENCHMARKS.md (or summary) from a results file."""
+    """Render BENCHMARKS.md (or summary) from an overhead results file and the other groups' latest files."""
     results_path = results_path.resolve()
-    source = results_path.relative_to(PROJECT_ROOT) if results_path.is_relative_to(PROJECT_ROOT) else results_path
     try:
-        text = render_markdown(load_results(results_path), str(source))
+        text = render_markdown(load_results(results_path), _relative(results_path))
     except (KeyError, TypeError) as exc:
         raise DriverError(f"{results_path}: not a results file of cpython_perf.bench (no {exc})") from None
-    summary.write_text(text)
+    extra = other_sections(results_path.parent)
+    summary.write_text(text + ("\n" + extra if extra else ""))
+    return summary
+
+
+def refresh_summary(summary: Path = SUMMARY, directory: Path = RESULTS_DIR) -> Path:
+    """Rewrite BENCHMARKS.md from the latest results file of every group."""
+    runs = sorted(directory.glob("bench-*.json"))
+    if runs:
+        return write_summary(runs[-1], summary)
+    summary.write_text("# Benchmarks\n\nNo overhead run yet (`nox -s bench`).\n\n" + other_sections(directory))
     return summary
 
 

@@ -36,14 +36,18 @@ class RunResult:
 
 
 def run(client, image: str, command, *, workdir: str = "/src", mounts: dict[Path, str] | None = None,
-        cap_add: list[str] | None = None, env: dict[str, str] | None = None, timeout: float = 900) -> RunResult:
-    """Run command (a list, or a string for `sh -c`) in a fresh container and collect its output."""
+        cap_add: list[str] | None = None, env: dict[str, str] | None = None, timeout: float = 900,
+        cpu_shares: int | None = None) -> RunResult:
+    """Run command (a list, or a string for `sh -c`) in a fresh container and collect its output.
+
+    cpu_shares (default 1024 a container) below the default yields the CPU to other containers: for work
+    whose result does not depend on time, such as instruction counts."""
     argv = ["sh", "-c", command] if isinstance(command, str) else list(command)
     volumes = {str(h): {"bind": c, "mode": "rw"} for h, c in (mounts or {}).items()}
     started = time.monotonic()
     container = client.containers.create(
         image, argv, working_dir=workdir, volumes=volumes, cap_add=cap_add or [],
-        environment=env or {}, detach=True,
+        environment=env or {}, detach=True, **({"cpu_shares": cpu_shares} if cpu_shares else {}),
     )
     try:
         container.start()

@@ -46,7 +46,8 @@ IMAGE_REPOSITORY = "cpython-perf"
 
 _TOP_KEYS = {"smoke_cells", "default_cell", "base_suite", "arches", "default_arches", "variants", "versions",
              "regression_tests", "profilers"}
-_PROFILER_KEYS = {"suite", "samply", "inferno"}
+_PROFILER_KEYS = {"suite", "samply", "inferno", "py_spy"}
+_PY_SPY_KEYS = {"version", "sha256"}
 _VARIANT_KEYS = {"description", "cflags", "configure_since", "dwarf_stack_size"}
 _VERSION_KEYS = {"recipe", "support", "series", "additions", "cells"}
 _CELL_KEYS = {"modes", "arches", "vanilla"}
@@ -236,6 +237,7 @@ class ProfilerPins:
     suite: str
     samply: str
     inferno: str
+    py_spy: dict   # {"version": ..., "sha256": ...} of the PyPI wheel (x86_64)
 
 
 @dataclass
@@ -423,14 +425,22 @@ def _load_profilers(where: _Where, data) -> ProfilerPins | None:
     if spec is None:
         return None
     if not isinstance(spec, dict):
-        raise where.error(data, "profilers", "profilers must be a mapping {suite, samply, inferno}")
+        raise where.error(data, "profilers", "profilers must be a mapping {suite, samply, inferno, py_spy}")
     where.check_keys(spec, _PROFILER_KEYS, "profilers")
     values = {}
-    for key in sorted(_PROFILER_KEYS):
+    for key in ("suite", "samply", "inferno"):
         value = where.require(spec, key, "profilers")
         if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9.+~:-]*", value):
             raise where.error(spec, key, f"profilers.{key} must be a Debian suite or version string, not {value!r}")
         values[key] = value
+    py_spy = where.require(spec, "py_spy", "profilers")
+    if not isinstance(py_spy, dict):
+        raise where.error(spec, "py_spy", "profilers.py_spy must be a mapping {version, sha256} of the PyPI wheel")
+    where.check_keys(py_spy, _PY_SPY_KEYS, "profilers.py_spy")
+    version, sha256 = (str(where.require(py_spy, k, "profilers.py_spy")) for k in ("version", "sha256"))
+    if not re.fullmatch(r"[0-9][0-9a-z.]*", version) or not re.fullmatch(r"[0-9a-f]{64}", sha256):
+        raise where.error(spec, "py_spy", "profilers.py_spy needs a release version and the wheel's 64-hex sha256")
+    values["py_spy"] = {"version": version, "sha256": sha256}
     return ProfilerPins(**values)
 
 

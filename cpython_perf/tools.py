@@ -10,6 +10,8 @@ and it is tagged only when the build (which runs both tools once) succeeds.
 - samply runs inside the cell containers: samply_binary() copies it out of the
   tools image once into the cache (atomically: a failed copy leaves nothing)
   and the tests mount it read-only.
+- py-spy (PyPI, the fidelity benchmark's reference) is not Debian's: py_spy_binary()
+  fetches the pinned wheel with pip, checks its sha256 and caches its binary.
 - render_flamegraph() runs the renderer in the tools image over a `perf script`
   output file and writes the SVG beside it (or nothing, on failure).
 """
@@ -20,8 +22,11 @@ import hashlib
 import io
 import os
 import shutil
+import subprocess
+import sys
 import tarfile
 import tempfile
+import zipfile
 from pathlib import Path
 
 from . import containers, images, render, sources
@@ -136,3 +141,40 @@ def render_flamegraph(client, matrix: Matrix, perf_script: Path, svg: Path, titl
         raise DriverError(f"{FLAMEGRAPH_COMMAND} failed on {perf_script} (exit {result.exit_code}): "
                           f"{message[-1] if message else 'no output'}")
     os.replace(partial, svg)
+
+
+def py_spy_binary(matrix: Matrix, cache_dir: Path | None = None, log=print) -> Path:
+    """Host path of py-spy's static binary, from the PyPI wheel pinned in matrix.yaml (hash-checked), cached."""
+    pin = _pins(matrix).py_spy
+    cache = (cache_dir or sources.default_cache_dir().parent / "tools") / f"py-spy-{pin['version']}-{pin['sha256'][:12]}"
+    binary = cache / "py-spy"
+    if binary.is_file():
+        return binary
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".py-spy-", dir=cache.parent))
+    try:
+        download = staging / "download"
+        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--platform",
+                   "manylinux_2_5_x86_64", "--python-version", "3", "-d", str(download), f"py-spy=={pin['version']}"]
+        done = subprocess.run(command, capture_output=True, text=True)
+        wheels = sorted(download.glob("py_spy-*.whl"))
+        if done.returncode != 0 or len(wheels) != 1:
+            raise DriverError(f"pip could not fetch py-spy {pin['version']} (exit {done.returncode}): "
+                              f"{(done.stderr or done.stdout).strip().splitlines()[-1:]}")
+        digest = hashlib.sha256(wheels[0].read_bytes()).hexdigest()
+        if digest != pin["sha256"]:
+            raise DriverError(f"{wheels[0].name} has sha256 {digest}, matrix.yaml pins {pin['sha256']}: "
+                              "a different file than the one pinned; check it and update `profilers.py_spy`")
+        member = f"py_spy-{pin['version']}.data/scripts/py-spy"
+        with zipfile.ZipFile(wheels[0]) as wheel:
+            try:
+                (staging / "py-spy").write_bytes(wheel.read(member))
+            except KeyError:
+                raise DriverError(f"{wheels[0].name} has no {member}") from None
+        (staging / "py-spy").chmod(0o755)
+        shutil.rmtree(download)
+        staging.rename(cache)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    log(f"py-spy {pin['version']} cached at {binary}")
+    return binary
