@@ -85,6 +85,13 @@ def bench_instructions(session):
     session.run("python", "-m", "cpython_perf.instructions", *session.posargs)
 
 
+@nox.session(name="bench-build", default=False)
+def bench_build(session):
+    """Build cost: cold image build, no-change rebuild, the same build on the host (results/bench/build-*.json)"""
+    _install(session)
+    session.run("python", "-m", "cpython_perf.build_cost", *session.posargs)
+
+
 def _cell_sessions(cell):
     def build(session):
         _install(session)

@@ -484,10 +484,10 @@ def _relative(path: Path) -> str:
 
 def other_sections(directory: Path) -> str:
     """The sections of the other benchmark groups (instruction counts, fidelity) from their latest results files."""
-    from . import fidelity, instructions
+    from . import build_cost, fidelity, instructions
 
     parts = []
-    for group in (instructions, fidelity):
+    for group in (instructions, fidelity, build_cost):
         path = group.latest_results(directory)
         if path is not None:
             try:

@@ -76,3 +76,13 @@ def test_fidelity_markdown_names_misses(tmp_path):
     text = fidelity.render_markdown(results)
     assert "MISSED by 10.0 points (80.0% < 90%)" in text
     assert "| 3.11-release | perf_jit | 300 | 70 | 70 | 0 |" in text
+
+
+def test_host_build_lists_the_modules_make_could_not_build():
+    from cpython_perf import build_cost
+
+    output = ("building extensions\n\nThe necessary bits to build these optional modules were not found:\n"
+              "_bz2                  _dbm                  _tkinter\n_uuid\nTo find the necessary bits, look in setup.py"
+              "\n\nmore\n")
+    assert build_cost.missing_modules(output) == ["_bz2", "_dbm", "_tkinter", "_uuid"]
+    assert build_cost.missing_modules("all good\n") == []
