@@ -64,32 +64,27 @@ def report(session):
     session.run("python", "-m", "cpython_perf.report", "--results", "results", *session.posargs)
 
 
-@nox.session(default=False)
-def bench(session):
-    """Runtime overhead of the trampolines (results/bench/*.json, BENCHMARKS.md)"""
-    _install(session)
-    session.run("python", "-m", "cpython_perf.bench", *session.posargs)
+# The benchmark groups: session -> (driver module, what it writes).  Each writes
+# results/bench/<group>-<UTC time>.json and refreshes BENCHMARKS.md from the latest file of every group.
+BENCH_GROUPS = {
+    "bench": ("cpython_perf.bench", "runtime overhead of the trampolines, wall clock"),
+    "bench-instructions": ("cpython_perf.instructions", "the same overhead as cachegrind instruction counts"),
+    "bench-fidelity": ("cpython_perf.fidelity", "attribution fidelity (perf, samply, py-spy), perf's cost, map growth"),
+    "bench-build": ("cpython_perf.build_cost", "cold image build, no-change rebuild, the same build on the host"),
+}
 
 
-@nox.session(name="bench-fidelity", default=False)
-def bench_fidelity(session):
-    """Attribution fidelity (perf, samply, py-spy), the cost of perf, map growth (results/bench/fidelity-*.json)"""
-    _install(session)
-    session.run("python", "-m", "cpython_perf.fidelity", *session.posargs)
+def _bench_session(name, module, what):
+    def run(session):
+        _install(session)
+        session.run("python", "-m", module, *session.posargs)
+
+    run.__doc__ = f"{what[0].upper()}{what[1:]} (results/bench/, BENCHMARKS.md)."
+    nox.session(name=name, default=False)(run)
 
 
-@nox.session(name="bench-instructions", default=False)
-def bench_instructions(session):
-    """Overhead as cachegrind instruction counts (results/bench/instructions-*.json, BENCHMARKS.md)"""
-    _install(session)
-    session.run("python", "-m", "cpython_perf.instructions", *session.posargs)
-
-
-@nox.session(name="bench-build", default=False)
-def bench_build(session):
-    """Build cost: cold image build, no-change rebuild, the same build on the host (results/bench/build-*.json)"""
-    _install(session)
-    session.run("python", "-m", "cpython_perf.build_cost", *session.posargs)
+for _name, (_module, _what) in BENCH_GROUPS.items():
+    _bench_session(_name, _module, _what)
 
 
 def _cell_sessions(cell):

@@ -509,6 +509,22 @@ def write_summary(results_path: Path, summary: Path = SUMMARY) -> Path:
     return summary
 
 
+def latest_group_results(directory: Path, group: str) -> Path | None:
+    """The newest results/bench/<group>-<UTC time>.json (the names sort by time)."""
+    found = sorted(Path(directory).glob(f"{group}-*.json"))
+    return found[-1] if found else None
+
+
+def save_group_results(results: dict, group: str, directory: Path) -> Path:
+    """Write <directory>/<group>-<created, compact>.json and refresh BENCHMARKS.md from every group's latest file."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{group}-{results['created'].replace('-', '').replace(':', '')}.json"
+    path.write_text(json.dumps(results, indent=1) + "\n")
+    refresh_summary(SUMMARY, directory)
+    return path
+
+
 def refresh_summary(summary: Path = SUMMARY, directory: Path = RESULTS_DIR) -> Path:
     """Rewrite BENCHMARKS.md from the latest results file of every group."""
     runs = sorted(directory.glob("bench-*.json"))

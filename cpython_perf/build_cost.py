@@ -16,7 +16,6 @@ Writes results/bench/build-<UTC timestamp>.json; BENCHMARKS.md shows the latest 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import subprocess
@@ -30,6 +29,7 @@ from .errors import DriverError
 from .matrix import PROJECT_ROOT, load_matrix
 
 RESULTS_DIR = PROJECT_ROOT / "results" / "bench"
+GROUP = "build"   # results/bench/build-<UTC time>.json
 _MISSING = re.compile(r"necessary bits to build these optional modules were not found:\n(.*?)(?:\nTo find|\n\n|$)", re.S)
 
 
@@ -115,15 +115,8 @@ def render_markdown(results: dict, source: str = "") -> str:
 
 
 def latest_results(directory: Path = RESULTS_DIR) -> Path | None:
-    found = sorted(directory.glob("build-*.json"))
-    return found[-1] if found else None
-
-
-def write_results(results: dict, directory: Path = RESULTS_DIR) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"build-{results['created'].replace('-', '').replace(':', '')}.json"
-    path.write_text(json.dumps(results, indent=1) + "\n")
-    return path
+    from .bench import latest_group_results
+    return latest_group_results(directory, GROUP)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,9 +132,8 @@ def main(argv: list[str] | None = None) -> int:
         cells = [matrix.cell(name) for name in args.cells or [matrix.default_cell]]
         results = measure(matrix, cells, cold=not args.no_cold, on_host=not args.no_host,
                           log=lambda line: print(line, flush=True))
-        path = write_results(results, Path(args.results))
-        from .bench import SUMMARY, refresh_summary
-        refresh_summary(SUMMARY, Path(args.results))
+        from .bench import save_group_results
+        path = save_group_results(results, GROUP, Path(args.results))
         print(render_markdown(results, str(path)))
     except DriverError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -43,6 +43,7 @@ from .perf_samples import chain_report, parse_perf_script, py_symbol
 
 BENCH_DIR = PROJECT_ROOT / "benchmarks"
 RESULTS_DIR = PROJECT_ROOT / "results" / "bench"
+GROUP = "fidelity"   # results/bench/fidelity-<UTC time>.json
 SEED = "/bench/seed.py"
 SEED_N = 5_000_000
 CHAIN = [py_symbol(f, SEED) for f in ("foo", "bar", "baz", "<module>")]
@@ -324,15 +325,8 @@ def render_markdown(results: dict, source: str = "") -> str:
 
 
 def latest_results(directory: Path = RESULTS_DIR) -> Path | None:
-    found = sorted(directory.glob("fidelity-*.json"))
-    return found[-1] if found else None
-
-
-def write_results(results: dict, directory: Path = RESULTS_DIR) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"fidelity-{results['created'].replace('-', '').replace(':', '')}.json"
-    path.write_text(json.dumps(results, indent=1) + "\n")
-    return path
+    from .bench import latest_group_results
+    return latest_group_results(directory, GROUP)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -345,9 +339,8 @@ def main(argv: list[str] | None = None) -> int:
         matrix = load_matrix()
         cells = [matrix.cell(name) for name in args.cells or [matrix.default_cell]]
         results = measure(matrix, cells, log=lambda line: print(line, flush=True))
-        path = write_results(results, Path(args.results))
-        from .bench import SUMMARY, refresh_summary
-        refresh_summary(SUMMARY, Path(args.results))
+        from .bench import save_group_results
+        path = save_group_results(results, GROUP, Path(args.results))
         print(render_markdown(results, str(path)))
         print(f"wrote {path}; BENCHMARKS.md refreshed")
     except DriverError as exc:

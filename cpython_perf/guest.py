@@ -137,7 +137,7 @@ def boot_files(rootfs: Path) -> tuple[Path, Path]:
     boot = rootfs / "boot"
     kernels = sorted(boot.glob("vmlinuz-*"))
     if not kernels:
-        raise DriverError(f"the image has no kernel in /boot (vmlinuz-*): the arch's base image must include "
+        raise DriverError("the image has no kernel in /boot (vmlinuz-*): the arch's base image must include "
                           "a kernel package (docker/base-packages-<arch>.txt)")
     kernel = kernels[-1]
     initrd = boot / ("initrd.img-" + kernel.name[len("vmlinuz-"):])

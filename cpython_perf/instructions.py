@@ -21,7 +21,6 @@ Ratios and targets are cpython_perf.bench's (analyse / verdict), on the counts i
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 import tempfile
@@ -33,6 +32,7 @@ from .errors import DriverError
 from .matrix import PROJECT_ROOT, Matrix, load_matrix
 
 RESULTS_DIR = PROJECT_ROOT / "results" / "bench"
+GROUP = "instructions"   # results/bench/instructions-<UTC time>.json
 VALGRIND_REPOSITORY = "cpython-perf-valgrind"
 DEFAULT_SCALE = 0.1
 CPU_SHARES = 64   # counts do not depend on time: let timed work beside them have the CPU
@@ -152,15 +152,7 @@ def render_markdown(results: dict, source: str = "") -> str:
 
 
 def latest_results(directory: Path = RESULTS_DIR) -> Path | None:
-    found = sorted(directory.glob("instructions-*.json"))
-    return found[-1] if found else None
-
-
-def write_results(results: dict, directory: Path = RESULTS_DIR) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"instructions-{results['created'].replace('-', '').replace(':', '')}.json"
-    path.write_text(json.dumps(results, indent=1) + "\n")
-    return path
+    return bench.latest_group_results(directory, GROUP)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -182,8 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         workloads = bench.select_workloads(args.workloads, bench.available_workloads())
         results = measure(matrix, cells, workloads, args.rounds, args.scale, tuple(args.kinds or bench.KINDS),
                           log=lambda line: print(line, flush=True))
-        path = write_results(results, Path(args.results))
-        bench.refresh_summary(bench.SUMMARY, Path(args.results))
+        path = bench.save_group_results(results, GROUP, Path(args.results))
         for entry in results["comparisons"]:
             print(f"{entry['title']}: {entry['geomean']:.4f} {bench.verdict(entry['geomean'], entry['geomean_limit'])}")
         print(f"wrote {path}; BENCHMARKS.md refreshed")
