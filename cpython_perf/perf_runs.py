@@ -169,14 +169,25 @@ def frame_allocation(disassembly: str) -> int | None:
     return None
 
 
-def dwarf_reachable_python_frames(cell: Cell, eval_frame_bytes: int | None) -> int | None:
-    """How many nested Python frames a dwarf stack dump can unwind through.
+# What a dump holds besides the eval loop's own frames: the C frames below the innermost one (the
+# leaf's callees: allocation, int arithmetic) and, between two eval frames, the call path of one
+# Python call (vectorcall, the trampoline's C function and its assembly).  At -O0 these are tens to
+# hundreds of bytes each; without the margin a dump that holds k eval frames only just (3.11-O0 in
+# samply's 32000 bytes: 3 x 10288) showed the k-th Python frame in about half of the samples.
+DUMP_LEAF_MARGIN = 2048
+CALL_PATH_BYTES = 512
+
+
+def dwarf_reachable_python_frames(cell: Cell, eval_frame_bytes: int | None, stack_bytes: int | None = None) -> int | None:
+    """How many nested Python frames a dwarf stack dump can always unwind through.
 
     Reaching the trampoline of the k-th Python frame from the leaf means
-    copying k eval-loop frames; at -O0 one is ~18 KiB, so even perf's
-    largest dump (65528 bytes) holds only three.  None when unknown.
+    copying k eval-loop frames and the call paths between them; at -O0 one
+    eval frame is ~18 KiB, so even perf's largest dump (65528 bytes) holds
+    only three.  stack_bytes is the dump's size (default: the cell's perf_jit
+    dump); None when unknown.
     """
     if not eval_frame_bytes:
         return None
-    stack = cell.variant.dwarf_stack_size or DEFAULT_DWARF_STACK
-    return stack // eval_frame_bytes
+    stack = stack_bytes or cell.variant.dwarf_stack_size or DEFAULT_DWARF_STACK
+    return max(0, stack - DUMP_LEAF_MARGIN) // (eval_frame_bytes + CALL_PATH_BYTES)

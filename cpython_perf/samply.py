@@ -35,6 +35,10 @@ SAMPLY_IN_CONTAINER = "/opt/samply/samply"
 PROFILE = "samply-profile.json"
 SIDECAR = "samply-profile.syms.json"
 SAMPLE_RATE = 9999
+# samply copies this much of the user stack with every sample and unwinds the copy afterwards (its
+# framehop unwinder: eh_frame / jitdump unwind info, frame pointers as fallback), in every mode:
+# perf_event_attr.sample_stack_user = 0x7d00, seen with strace -v on samply 0.13.1.
+STACK_BYTES = 32000
 MS_BIND = 4096
 
 # The view of perf_event_paranoid samply gets (see the module's docstring); Python from the cell
