@@ -3,7 +3,9 @@
 `nox -s report` (or `python -m cpython_perf.report`) reads the latest JUnit XML
 files under results/ -- results/<cell>/junit.xml from the conformance-<cell>
 sessions, results/tests-junit.xml from `nox -s tests`, any other *.xml there --
-and writes results/report.md and results/report.html:
+and writes results/report.md, results/report.html and one consolidated JUnit
+file per cell, results/junit/<cell>.xml (the latest result of each of its
+checks, whichever run it came from; not read back as an input):
 
 - rows: every cell of matrix.yaml, also those never run ("not run");
 - columns: the checks, i.e. the test function with its parameters less the
@@ -54,6 +56,7 @@ LABEL = {"passed": "pass", "failed": "FAIL", "error": "ERROR", "skipped": "skip"
 VERSION_PROPERTIES = ("perf_version", "kernel_version")
 SEED_PERF_SCRIPT = "seed.perf-script.txt"   # default `perf script` output of the seed run, per cell
 SEED_FLAMEGRAPH = "seed-flamegraph.svg"
+CELL_JUNIT_DIR = "junit"   # results/junit/<cell>.xml: the report's consolidated JUnit file of each cell
 FLAME_GRAPH_NOTE = (
     "Seed flame graphs: the perf samples of each cell's seed run (results/<cell>/seed.perf-script.txt, its first "
     "perf mode, -X activation) collapsed and drawn by inferno (Debian's librust-inferno-dev, in the tools image); "
@@ -131,8 +134,9 @@ def parse_junit(path: Path) -> list[CaseResult]:
 
 
 def latest_results(results_dir: Path) -> list[CaseResult]:
-    """The newest result of every testcase found in the JUnit files under results_dir."""
-    files = [p for p in sorted(Path(results_dir).glob("**/*.xml")) if p.is_file()]
+    """The newest result of every testcase found in the JUnit files under results_dir (not the report's own)."""
+    own = Path(results_dir) / CELL_JUNIT_DIR
+    files = [p for p in sorted(Path(results_dir).glob("**/*.xml")) if p.is_file() and not p.is_relative_to(own)]
     newest: dict[tuple[str, str], CaseResult] = {}
     for path in files:
         try:
@@ -422,12 +426,48 @@ def _flame_note(report: Report, cell: str) -> tuple[str | None, str]:
     return None, "no seed perf script output" if report.grid.get(cell) else ""
 
 
+def cell_junit(report: Report, cell: str) -> ET.ElementTree:
+    """One JUnit file of a cell: the latest result of each of its checks, whatever run it came from.
+
+    A cell never run has no testcase; its suite says so in the property `status`.
+    """
+    results = report.grid.get(cell, {})
+    counts = report.counts(cell)
+    suite = ET.Element("testsuite", name=cell, tests=str(len(results)), failures=str(counts["failed"]),
+                       errors=str(counts["error"]), skipped=str(counts["skipped"] + counts["xfailed"]),
+                       time=f"{report.seconds(cell):.3f}",
+                       timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    props = ET.SubElement(suite, "properties")
+    svg, note = _flame_note(report, cell)
+    for name, value in [("status", report.status(cell)), *report.versions(cell).items(),
+                        ("seed_flamegraph", svg or ""), ("seed_flamegraph_note", note)]:
+        ET.SubElement(props, "property", name=name, value=value)
+    for check, case in sorted(results.items()):
+        element = ET.SubElement(suite, "testcase", classname=case.classname, name=case.name,
+                                time=f"{case.seconds:.3f}", file=case.source)
+        if case.properties:
+            case_props = ET.SubElement(element, "properties")
+            for name, value in case.properties.items():
+                ET.SubElement(case_props, "property", name=name, value=value)
+        tag = {"failed": "failure", "error": "error", "skipped": "skipped", "xfailed": "skipped"}.get(case.outcome)
+        if tag:
+            ET.SubElement(element, tag, message=case.message[:2000],
+                          **({"type": "pytest.xfail"} if case.outcome == "xfailed" else {}))
+    root = ET.Element("testsuites", name=f"cpython-perf {cell}")
+    root.append(suite)
+    return ET.ElementTree(root)
+
+
 def write_report(results_dir: Path, matrix: Matrix | None = None, renderer=None) -> tuple[Path, Path]:
     results_dir = Path(results_dir)
     matrix = matrix or load_matrix()
     report = build_report(matrix, latest_results(results_dir))
     report.flamegraphs = render_flamegraphs(results_dir, report.cells, renderer or default_renderer(matrix))
     results_dir.mkdir(parents=True, exist_ok=True)
+    junit_dir = results_dir / CELL_JUNIT_DIR
+    junit_dir.mkdir(exist_ok=True)
+    for cell in report.cells:
+        cell_junit(report, cell).write(junit_dir / f"{cell}.xml", encoding="utf-8", xml_declaration=True)
     md, page = results_dir / "report.md", results_dir / "report.html"
     md.write_text(render_markdown(report))
     page.write_text(render_html(report))

@@ -230,3 +230,20 @@ def test_flame_graph_reasons_when_renderer_missing_or_failing(tmp_path):
     [(svg, note)] = report.render_flamegraphs(tmp_path, ["3.13-fp"], failing).values()
     assert svg is None and note == "renderer failed: cpython-perf-flamegraph failed (exit 101): no stack in the input"
     assert not (tmp_path / "3.13-fp" / report.SEED_FLAMEGRAPH).exists()
+
+
+def test_each_cell_gets_one_junit_file_with_its_latest_results(tmp_path):
+    skip = '<skipped type="pytest.skip" message="no perf capability">x</skipped>'
+    junit(tmp_path / "3.13-fp" / "junit.xml", case("test_seed_chain[3.13-fp-perf-xoption]")
+          + case("test_samply_seed_chain[3.13-fp-perf]", "conformance.test_samply", skip))
+    report.write_report(tmp_path, MATRIX, renderer="none here")
+    cases = report.parse_junit(tmp_path / report.CELL_JUNIT_DIR / "3.13-fp.xml")
+    assert {c.name: c.outcome for c in cases} == {"test_seed_chain[3.13-fp-perf-xoption]": "passed",
+                                                  "test_samply_seed_chain[3.13-fp-perf]": "skipped"}
+    assert [c.message for c in cases if c.outcome == "skipped"] == ["no perf capability"]
+    import xml.etree.ElementTree as ET
+    suite = ET.parse(tmp_path / report.CELL_JUNIT_DIR / "3.12-fp.xml").getroot().find("testsuite")
+    assert suite.get("tests") == "0"
+    assert {p.get("name"): p.get("value") for p in suite.iter("property")}["status"] == "not run"
+    # the consolidated files are outputs, never read back as results
+    assert all(not c.source.startswith(str(tmp_path / report.CELL_JUNIT_DIR)) for c in report.latest_results(tmp_path))
