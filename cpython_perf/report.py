@@ -172,6 +172,7 @@ class Report:
     unbound: list[CaseResult]
     generated: str
     flamegraphs: dict[str, tuple[str | None, str]] = field(default_factory=dict)  # cell -> (svg path, note)
+    retired: int = 0   # results of tests the suite no longer has, left out
 
     def status(self, cell: str) -> str:
         """not run / passed / failed / incomplete (skips, nothing failed)."""
@@ -198,6 +199,14 @@ class Report:
                 if r.properties.get(name):
                     found[name].add(r.properties[name])
         return {name: ", ".join(sorted(found[name])) if found[name] else "not recorded" for name in VERSION_PROPERTIES}
+
+
+def retired(case: CaseResult, root: Path = PROJECT_ROOT) -> bool:
+    """A result of a test the project's suite no longer has (its module is ours, its function is gone)."""
+    module = root / Path(*case.classname.split(".")).with_suffix(".py")
+    if not module.is_file():
+        return False
+    return re.search(rf"^\s*def {re.escape(case.function)}\(", module.read_text(), re.M) is None
 
 
 def build_report(matrix: Matrix, cases: list[CaseResult]) -> Report:
@@ -233,7 +242,8 @@ def _md_escape(text: str) -> str:
 
 
 def render_markdown(report: Report) -> str:
-    out = ["# cpython-perf results", "", f"Generated {report.generated} from the JUnit files under results/.", ""]
+    out = ["# cpython-perf results", "", f"Generated {report.generated} from the JUnit files under results/"
+           + (f" ({report.retired} results of tests the suite no longer has left out)." if report.retired else "."), ""]
     out += ["## Cells", "", "| cell | status | pass | fail | error | skip | duration (s) | perf | kernel | seed flame graph |",
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for cell in report.cells:
@@ -461,7 +471,10 @@ def cell_junit(report: Report, cell: str) -> ET.ElementTree:
 def write_report(results_dir: Path, matrix: Matrix | None = None, renderer=None) -> tuple[Path, Path]:
     results_dir = Path(results_dir)
     matrix = matrix or load_matrix()
-    report = build_report(matrix, latest_results(results_dir))
+    cases = latest_results(results_dir)
+    current = [c for c in cases if not retired(c)]
+    report = build_report(matrix, current)
+    report.retired = len(cases) - len(current)
     report.flamegraphs = render_flamegraphs(results_dir, report.cells, renderer or default_renderer(matrix))
     results_dir.mkdir(parents=True, exist_ok=True)
     junit_dir = results_dir / CELL_JUNIT_DIR

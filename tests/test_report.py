@@ -247,3 +247,13 @@ def test_each_cell_gets_one_junit_file_with_its_latest_results(tmp_path):
     assert {p.get("name"): p.get("value") for p in suite.iter("property")}["status"] == "not run"
     # the consolidated files are outputs, never read back as results
     assert all(not c.source.startswith(str(tmp_path / report.CELL_JUNIT_DIR)) for c in report.latest_results(tmp_path))
+
+
+def test_results_of_retired_tests_are_left_out(tmp_path):
+    junit(tmp_path / "3.13-fp" / "junit.xml", case("test_seed_chain[3.13-fp-perf-xoption]")
+          + case("test_seed_chain_broken_without_the_series[3.13-fp-perf]", body=FAIL))
+    [kept, gone] = report.latest_results(tmp_path)
+    assert not report.retired(kept) and report.retired(gone)
+    md, _ = report.write_report(tmp_path, MATRIX, renderer="none here")
+    assert "1 results of tests the suite no longer has left out" in md.read_text()
+    assert "test_seed_chain_broken_without_the_series" not in md.read_text()
