@@ -362,6 +362,22 @@ def verdict(value: float, limit: float | None) -> str:
 # Output
 
 
+CHART_STEP = 0.005   # one character of a bar: half a percent
+CHART_WIDTH = 60
+
+
+def ratio_chart(analysed: list[dict], digits: int = 3) -> list[str]:
+    """A text bar chart of the geometric means: '#' per half percent above 1, '-' below, '>' where cut."""
+    width = max(len(e["title"]) for e in analysed)
+    lines = ["```", f"{'':{width}}  ratio  1.0 at '|', one mark = {CHART_STEP:.1%}"]
+    for entry in analysed:
+        value = entry["geomean"]
+        marks = round(abs(value - 1) / CHART_STEP)
+        bar = ("#" if value >= 1 else "-") * min(marks, CHART_WIDTH) + (">" if marks > CHART_WIDTH else "")
+        lines.append(f"{entry['title']:{width}}  {value:.{digits}f} |{bar}")
+    return lines + ["```"]
+
+
 def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.1f} ms"
 
@@ -439,6 +455,7 @@ def render_markdown(results: dict, source: str = "") -> str:
     for entry in analysed:
         lines.append(f"| {entry['title']} | {entry['geomean']:.3f} | {entry['target']} | "
                      f"{verdict(entry['geomean'], entry['geomean_limit'])} |")
+    lines += ["", "Geometric means B/A (wall clock):", "", *ratio_chart(analysed)]
     for entry in analysed:
         a, b = configs[entry["a"]], configs[entry["b"]]
         lines += [

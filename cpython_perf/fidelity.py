@@ -312,9 +312,12 @@ def render_markdown(results: dict, source: str = "") -> str:
         f"benchmarks/workloads.py (all workloads, --scale {s['map_scale']}) run by benchmarks/count_codes.py, which lists "
         "every code object it executes, with the mode on: the perf map (or jitdump) entries written for "
         "workloads.py against the distinct code objects of workloads.py executed. One entry per code object is "
-        "the expectation; the total counts every entry of the process (startup and stdlib included).",
+        "the expectation; the total counts every entry of the process (startup and stdlib included). A name shared "
+        "by entries of different code objects (comprehensions before 3.12 are code objects of their own, named "
+        "<listcomp>, <genexpr>; 3.9 has no qualified names) is counted in the last column; it is not a second entry "
+        "for one code object.",
         "",
-        "| cell | mode | entries (all) | entries for workloads.py | code objects executed | names written twice |",
+        "| cell | mode | entries (all) | entries for workloads.py | code objects executed | names shared by entries |",
         "| --- | --- | ---: | ---: | ---: | ---: |",
     ]
     for name, cell in results["cells"].items():

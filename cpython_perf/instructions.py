@@ -138,6 +138,7 @@ def render_markdown(results: dict, source: str = "") -> str:
     for entry in analysed:
         lines.append(f"| {entry['title']} | {entry['geomean']:.4f} | {entry['target']} | "
                      f"{bench.verdict(entry['geomean'], entry['geomean_limit'])} |")
+    lines += ["", "Geometric means B/A (instructions):", "", *bench.ratio_chart(analysed, digits=4)]
     for entry in analysed:
         lines += ["", f"### {entry['title']} (instructions)", "",
                   f"A = `{entry['a']}`, B = `{entry['b']}`.", "",

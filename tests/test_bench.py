@@ -224,3 +224,13 @@ def test_workloads_run_under_the_host_python():
     assert out["perf_active"] in (None, False)
     assert list(out["results"]) == listed
     assert all(len(times) == 1 and times[0] > 0 for times in out["results"].values())
+
+
+def test_ratio_chart_marks_half_percents_and_cuts_long_bars():
+    from cpython_perf.bench import CHART_WIDTH, ratio_chart
+    lines = ratio_chart([{"title": "a", "geomean": 1.025}, {"title": "b", "geomean": 0.99},
+                         {"title": "c", "geomean": 2.0}])
+    assert lines[0] == "```" and lines[-1] == "```"
+    assert lines[2].endswith("1.025 |#####")
+    assert lines[3].endswith("0.990 |--")
+    assert lines[4].endswith("|" + "#" * CHART_WIDTH + ">")
