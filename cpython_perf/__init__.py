@@ -8,11 +8,17 @@ One module per concern:
   host          host tools (docker.io, mmdebstrap) and the Docker engine
   images        base image and cell images (Docker SDK builds)
   containers    running commands in a cell; perf capability probe
+  guest         qemu-system guests of a foreign arch's cell (real perf on aarch64)
   perf_runs     the perf command lines of each perf mode
   perf_samples  parsing `perf script` output; call-chain measurements
+  samply        samply's recording command and its saved profile, as perf_samples' samples
+  tools         the tools image (samply, inferno's flame graphs) and py-spy, pinned in matrix.yaml
   regrtest      CPython's own regression tests: running them, comparing with the vanilla twin
-  report        the matrix report (Markdown + HTML) from the JUnit files
+  report        the matrix report (Markdown + HTML + JUnit per cell, flame graphs) from the JUnit files
   bench         runtime overhead of the trampolines, side by side (BENCHMARKS.md)
+  instructions  the same overhead as cachegrind instruction counts
+  fidelity      attribution fidelity (perf, samply, py-spy), perf's own cost, map growth
+  build_cost    cold / no-change / host builds
   build         the operations the command line and the tests use
   cli           `python -m cpython_perf ...`
 """
