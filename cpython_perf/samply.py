@@ -48,7 +48,8 @@ _PARANOID_VIEW = (
     "python3 -c 'import ctypes, os, sys; libc = ctypes.CDLL(None, use_errno=True); "
     "sys.exit(0 if libc.mount(b\"/run/samply-perf-event-paranoid\", "
     f"b\"/proc/sys/kernel/perf_event_paranoid\", None, {MS_BIND}, None) == 0 "
-    "else \"cannot bind-mount over /proc/sys/kernel/perf_event_paranoid: \" + os.strerror(ctypes.get_errno()))'"
+    "else \"warning: cannot bind-mount over /proc/sys/kernel/perf_event_paranoid (\" + os.strerror(ctypes.get_errno()) "
+    "+ \"): without a hardware PMU samply will stop at its paranoia check\")' || true"
 )
 
 
