@@ -542,6 +542,30 @@ def save_group_results(results: dict, group: str, directory: Path) -> Path:
     return path
 
 
+def group_main(argv, *, module: str, doc: str, group: str, add_arguments, run, report) -> int:
+    """The command line of a benchmark group: --cell (repeatable) and --results, plus the group's own
+    options; run(matrix, cells, args, log) -> results; report(results, path) prints the outcome."""
+    parser = argparse.ArgumentParser(prog=f"python -m {module}", description=doc.splitlines()[0])
+    parser.add_argument("--cell", action="append", default=[], dest="cells", metavar="NAME",
+                        help="cell to measure (repeatable; default: the matrix's default cell)")
+    parser.add_argument("--results", default=str(RESULTS_DIR), help="directory of the results files (default: results/bench)")
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        matrix = load_matrix()
+        cells = [matrix.cell(name) for name in args.cells or [matrix.default_cell]]
+        results = run(matrix, cells, args, lambda line: print(line, flush=True))
+        path = save_group_results(results, group, Path(args.results))
+        report(results, path)
+        print(f"wrote {path}; {SUMMARY.name} refreshed")
+    except DriverError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
 def refresh_summary(summary: Path = SUMMARY, directory: Path = RESULTS_DIR) -> Path:
     """Rewrite BENCHMARKS.md from the latest results file of every group."""
     runs = sorted(directory.glob("bench-*.json"))

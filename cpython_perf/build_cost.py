@@ -15,7 +15,6 @@ Writes results/bench/build-<UTC timestamp>.json; BENCHMARKS.md shows the latest 
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import subprocess
@@ -26,7 +25,7 @@ from pathlib import Path
 
 from . import build, host, images, render
 from .errors import DriverError
-from .matrix import PROJECT_ROOT, load_matrix
+from .matrix import PROJECT_ROOT
 
 RESULTS_DIR = PROJECT_ROOT / "results" / "bench"
 GROUP = "build"   # results/bench/build-<UTC time>.json
@@ -119,26 +118,16 @@ def latest_results(directory: Path = RESULTS_DIR) -> Path | None:
     return latest_group_results(directory, GROUP)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m cpython_perf.build_cost", description=__doc__.splitlines()[0])
-    parser.add_argument("--cell", action="append", default=[], dest="cells", metavar="NAME",
-                        help="cell to build (repeatable; default: the matrix's default cell)")
+def _arguments(parser) -> None:
     parser.add_argument("--no-cold", action="store_true", help="skip the --no-cache build")
     parser.add_argument("--no-host", action="store_true", help="skip the build on the host")
-    parser.add_argument("--results", default=str(RESULTS_DIR), help="directory of the results files")
-    args = parser.parse_args(argv)
-    try:
-        matrix = load_matrix()
-        cells = [matrix.cell(name) for name in args.cells or [matrix.default_cell]]
-        results = measure(matrix, cells, cold=not args.no_cold, on_host=not args.no_host,
-                          log=lambda line: print(line, flush=True))
-        from .bench import save_group_results
-        path = save_group_results(results, GROUP, Path(args.results))
-        print(render_markdown(results, str(path)))
-    except DriverError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .bench import group_main
+    return group_main(argv, module="cpython_perf.build_cost", doc=__doc__, group=GROUP, add_arguments=_arguments,
+                      run=lambda matrix, cells, args, log: measure(matrix, cells, not args.no_cold, not args.no_host, log),
+                      report=lambda results, path: print(render_markdown(results, str(path))))
 
 
 if __name__ == "__main__":

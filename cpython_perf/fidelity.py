@@ -25,7 +25,6 @@ latest such file beside the overhead run (cpython_perf.bench).
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import shutil
@@ -38,7 +37,7 @@ from pathlib import Path
 
 from . import build, containers, host, perf_runs, samply, tools
 from .errors import DriverError
-from .matrix import PROJECT_ROOT, Cell, Matrix, load_matrix
+from .matrix import PROJECT_ROOT, Cell, Matrix
 from .perf_samples import chain_report, parse_perf_script, py_symbol
 
 BENCH_DIR = PROJECT_ROOT / "benchmarks"
@@ -333,23 +332,10 @@ def latest_results(directory: Path = RESULTS_DIR) -> Path | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m cpython_perf.fidelity", description=__doc__.splitlines()[0])
-    parser.add_argument("--cell", action="append", default=[], dest="cells", metavar="NAME",
-                        help="cell to measure (repeatable; default: the matrix's default cell)")
-    parser.add_argument("--results", default=str(RESULTS_DIR), help="directory of the results files")
-    args = parser.parse_args(argv)
-    try:
-        matrix = load_matrix()
-        cells = [matrix.cell(name) for name in args.cells or [matrix.default_cell]]
-        results = measure(matrix, cells, log=lambda line: print(line, flush=True))
-        from .bench import save_group_results
-        path = save_group_results(results, GROUP, Path(args.results))
-        print(render_markdown(results, str(path)))
-        print(f"wrote {path}; BENCHMARKS.md refreshed")
-    except DriverError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    return 0
+    from .bench import group_main
+    return group_main(argv, module="cpython_perf.fidelity", doc=__doc__, group=GROUP, add_arguments=lambda parser: None,
+                      run=lambda matrix, cells, args, log: measure(matrix, cells, log),
+                      report=lambda results, path: print(render_markdown(results, str(path))))
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ Ratios and targets are cpython_perf.bench's (analyse / verdict), on the counts i
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 import tempfile
@@ -29,7 +28,7 @@ from pathlib import Path
 
 from . import bench, build, containers, host, images
 from .errors import DriverError
-from .matrix import PROJECT_ROOT, Matrix, load_matrix
+from .matrix import PROJECT_ROOT, Matrix
 
 RESULTS_DIR = PROJECT_ROOT / "results" / "bench"
 GROUP = "instructions"   # results/bench/instructions-<UTC time>.json
@@ -156,33 +155,29 @@ def latest_results(directory: Path = RESULTS_DIR) -> Path | None:
     return bench.latest_group_results(directory, GROUP)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m cpython_perf.instructions", description=__doc__.splitlines()[0])
-    parser.add_argument("--cell", action="append", default=[], dest="cells", metavar="NAME",
-                        help="cell to measure (repeatable; default: the matrix's default cell)")
+def _arguments(parser) -> None:
     parser.add_argument("--rounds", type=int, default=2, help="rounds (default: 2)")
     parser.add_argument("--scale", type=float, default=DEFAULT_SCALE, help=f"workload size (default: {DEFAULT_SCALE})")
     parser.add_argument("--workloads", help="comma-separated workloads (default: all)")
     parser.add_argument("--kind", action="append", choices=bench.KINDS, dest="kinds",
                         help="comparisons to make (repeatable; default: all)")
-    parser.add_argument("--results", default=str(RESULTS_DIR), help="directory of the results files")
-    args = parser.parse_args(argv)
+
+
+def _run(matrix, cells, args, log) -> dict:
     if args.rounds < 1 or args.scale <= 0:
-        parser.error("--rounds must be at least 1 and --scale positive")
-    try:
-        matrix = load_matrix()
-        cells = [matrix.cell(name) for name in args.cells or [matrix.default_cell]]
-        workloads = bench.select_workloads(args.workloads, bench.available_workloads())
-        results = measure(matrix, cells, workloads, args.rounds, args.scale, tuple(args.kinds or bench.KINDS),
-                          log=lambda line: print(line, flush=True))
-        path = bench.save_group_results(results, GROUP, Path(args.results))
-        for entry in results["comparisons"]:
-            print(f"{entry['title']}: {entry['geomean']:.4f} {bench.verdict(entry['geomean'], entry['geomean_limit'])}")
-        print(f"wrote {path}; BENCHMARKS.md refreshed")
-    except DriverError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    return 0
+        raise DriverError("--rounds must be at least 1 and --scale positive")
+    workloads = bench.select_workloads(args.workloads, bench.available_workloads())
+    return measure(matrix, cells, workloads, args.rounds, args.scale, tuple(args.kinds or bench.KINDS), log=log)
+
+
+def _report(results: dict, path: Path) -> None:
+    for entry in results["comparisons"]:
+        print(f"{entry['title']}: {entry['geomean']:.4f} {bench.verdict(entry['geomean'], entry['geomean_limit'])}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    return bench.group_main(argv, module="cpython_perf.instructions", doc=__doc__, group=GROUP, add_arguments=_arguments, run=_run,
+                            report=_report)
 
 
 if __name__ == "__main__":
