@@ -28,7 +28,8 @@ from cpython_perf.matrix import load_matrix
 
 MATRIX = load_matrix()
 SCRIPTS = Path(__file__).parent / "scripts"
-SEED_SCRIPT = "/src/script.py"
+SEED_SCRIPT = perf_runs.SEED_SCRIPT
+PYTHON = "/opt/cpython/bin/python3"
 _REQUIRES = re.compile(r"^#\s*requires:\s*(.*)$", re.M)
 _FIXES = re.compile(r"^#\s*fixes:\s*(.*)$", re.M)
 
@@ -76,6 +77,36 @@ def assert_chain(report, label: str, record_property, hint: str = "") -> None:
     assert report.fraction >= MIN_CHAIN_FRACTION, (
         f"chain broken ({label}): {report.summary()}; e.g. {report.example_bad[:3]}"
     )
+
+
+_EVAL_FRAME_BYTES: dict[str, int | None] = {}
+
+
+def eval_frame_bytes(runner, cell, record_property) -> int | None:
+    """The stack frame _PyEval_EvalFrameDefault reserves in the cell's binary (objdump, once a session per
+    cell: slow under qemu-user)."""
+    if cell.name not in _EVAL_FRAME_BYTES:
+        result = runner.run(perf_runs.objdump_command(PYTHON), perf=False)
+        _EVAL_FRAME_BYTES[cell.name] = perf_runs.frame_allocation(result.stdout)
+    frame = _EVAL_FRAME_BYTES[cell.name]
+    record_property("eval_frame_bytes", frame)
+    return frame
+
+
+def dump_reach(runner, cell, stack_bytes, record_property) -> int | None:
+    """How many Python frames a profiler that copies stack_bytes of user stack per sample (and unwinds the
+    copy afterwards) can reach in this cell; None where there is no dump (frame pointers) or the eval
+    loop's frame size is unknown.  At least one eval frame must fit."""
+    if stack_bytes is None:
+        return None
+    frame = eval_frame_bytes(runner, cell, record_property)
+    reach = perf_runs.dwarf_reachable_python_frames(cell, frame, stack_bytes)
+    record_property("dwarf_reachable_frames", reach)
+    assert reach is None or reach >= 1, (
+        f"one eval frame ({frame} bytes) does not fit the {stack_bytes}-byte stack dump of {cell.name}")
+    if reach is not None:
+        print(f"{perf_runs.EVAL_FUNCTION} reserves {frame} bytes: a {stack_bytes}-byte dump reaches {reach} Python frames")
+    return reach
 
 
 def check_script_requirements(path: Path) -> set[str]:
@@ -183,9 +214,7 @@ class CellRunner:
 
 
 def _workdir(path: Path) -> Path:
-    (path / "src").mkdir(parents=True)
-    (path / "tmp").mkdir()
-    os.chmod(path / "tmp", 0o1777)
+    containers.make_workdir(path)
     for script in SCRIPTS.glob("*.py"):
         shutil.copy2(script, path / "src" / script.name)
     return path

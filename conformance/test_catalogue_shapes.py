@@ -51,12 +51,11 @@ import pytest
 from cpython_perf import perf_runs
 from cpython_perf.perf_samples import chain_report, parse_perf_script
 
-from conftest import MIN_CHAIN_FRACTION, MIN_COVERAGE, assert_chain
+from conftest import MIN_CHAIN_FRACTION, MIN_COVERAGE, PYTHON, assert_chain, dump_reach, eval_frame_bytes
 
 SHAPES = ("methods", "closures", "generators", "async", "recursion", "exceptions", "sorted_key", "map")
 FOREIGN_ALLOWED = {"async": "asyncio"}   # shape -> stdlib package whose frames may sit in its stack
 MIN_NESTED_RECURSION = 50  # nested py::rec frames demanded where the unwinder can hold them
-PYTHON = "/opt/cpython/bin/python3"
 
 
 def skip_foreign(cell):
@@ -150,21 +149,9 @@ def _innermost(samples, top=4):
     return seen.most_common(top)
 
 
-def _eval_frame_bytes(runner, record_property) -> int | None:
-    result = runner.run(perf_runs.objdump_command(PYTHON), perf=False)
-    frame = perf_runs.frame_allocation(result.stdout)
-    record_property("eval_frame_bytes", frame)
-    return frame
-
-
 def dwarf_reach(runner, cell, mode, record_property) -> int | None:
-    """Python frames a dwarf dump can reach (None: frame pointers, or unknown): test_seed_chain's rule."""
-    if mode != "perf_jit":
-        return None
-    reach = perf_runs.dwarf_reachable_python_frames(cell, _eval_frame_bytes(runner, record_property))
-    record_property("dwarf_reachable_frames", reach)
-    assert reach is None or reach >= 1, f"one eval frame does not fit the dwarf dump of {cell.name}"
-    return reach
+    """Python frames perf's dump can reach in this mode (None: frame pointers, or unknown): test_seed_chain's rule."""
+    return dump_reach(runner, cell, perf_runs.stack_dump_bytes(cell, mode), record_property)
 
 
 @pytest.mark.parametrize("shape", [s for s in SHAPES if s != "recursion"])
@@ -228,7 +215,7 @@ def _dwarf_reach_levels(runner, cell, samples, rec, record_property) -> tuple[in
     if not symbols:
         # no sample holds two nested py::rec frames: fall back to the seed's rule (eval frames only,
         # an upper bound), which fails the test wherever the dump holds two eval frames
-        reach = perf_runs.dwarf_reachable_python_frames(cell, _eval_frame_bytes(runner, record_property)) or 1
+        reach = perf_runs.dwarf_reachable_python_frames(cell, eval_frame_bytes(runner, cell, record_property)) or 1
         return reach, {"level_bytes": None, "fallback": "eval frame only"}
     sizes = {}
     for sym in symbols:
@@ -237,7 +224,7 @@ def _dwarf_reach_levels(runner, cell, samples, rec, record_property) -> tuple[in
     known = [v for v in sizes.values() if v]
     stack = cell.variant.dwarf_stack_size or perf_runs.DEFAULT_DWARF_STACK
     if not known:
-        reach = perf_runs.dwarf_reachable_python_frames(cell, _eval_frame_bytes(runner, record_property)) or 1
+        reach = perf_runs.dwarf_reachable_python_frames(cell, eval_frame_bytes(runner, cell, record_property)) or 1
         return reach, {"level_bytes": None, "level_functions": sizes, "fallback": "eval frame only"}
     # the trampoline (the py::rec symbol itself) keeps a frame record: 16 bytes
     per_level = sum(known) + 16
@@ -249,11 +236,11 @@ def _dwarf_reach_levels(runner, cell, samples, rec, record_property) -> tuple[in
     return reach, {"dwarf_stack": stack, "level_bytes": per_level, "level_functions": sizes}
 
 
-def _stack_budget(runner, depth: int) -> str:
+def _stack_budget(runner, cell, depth: int, record_property) -> str:
     """Why a deep recursion may have crashed: C stack limit against eval frames (each Python call
     under a perf trampoline is a C call of the eval loop, not inlined)."""
     limit = SHAPE_C_STACK_KB
-    frame = perf_runs.frame_allocation(runner.run(perf_runs.objdump_command(PYTHON), perf=False).stdout)
+    frame = eval_frame_bytes(runner, cell, record_property)
     need = f"{depth} x {frame} = {depth * frame // 1024} KiB" if frame else "unknown"
     return (f"C stack limit (ulimit -s): {limit} KiB; {depth} nested Python frames need at least "
             f"{need} of {perf_runs.EVAL_FUNCTION} frames alone")
@@ -270,7 +257,7 @@ def test_catalogue_deep_recursion(cell_mode, runner_for, record_property):
     try:
         recorded = record(runner, cell, mode, shape)
     except AssertionError as exc:
-        raise AssertionError(f"{exc}\n{_stack_budget(runner, len(stack))}") from None
+        raise AssertionError(f"{exc}\n{_stack_budget(runner, cell, len(stack), record_property)}") from None
     samples = [s for s in recorded if s.comm.startswith("python")]
     inside = [s for s in samples if s.python_frames()[:1] == [rec]]
     if mode == "perf_jit":

@@ -29,8 +29,6 @@ SAMPLY_MOUNT = "/opt/samply"
 
 
 def record(runner, samply_binary, mode):
-    if runner.cap is None:
-        pytest.skip("no perf capability in the container")
     runner.extra_mounts[samply_binary.parent] = SAMPLY_MOUNT
     result = runner.run(samply.record_command(mode, "xoption", SCRIPT, samply=f"{SAMPLY_MOUNT}/samply"),
                         timeout=600)

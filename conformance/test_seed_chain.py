@@ -19,10 +19,9 @@ from cpython_perf.perf_samples import chain_report, parse_perf_script, py_symbol
 
 from cpython_perf.report import SEED_PERF_SCRIPT
 
-from conftest import SEED_SCRIPT, assert_chain, guest_skip_reason, results_dir
+from conftest import SEED_SCRIPT, assert_chain, dump_reach, guest_skip_reason, results_dir
 
 SCRIPT = SEED_SCRIPT
-_EVAL_FRAME_BYTES: dict[str, int | None] = {}
 SEED_CHAIN = [py_symbol(f, SCRIPT) for f in ("foo", "bar", "baz", "<module>")]
 
 
@@ -48,39 +47,20 @@ def expected_chain(runner, cell, stack_bytes, record_property):
     Frame-pointer unwinding in the kernel (perf, -X perf) always reaches the
     root: stack_bytes is None.  A profiler that copies the user stack and
     unwinds it afterwards (perf --call-graph dwarf for perf_jit; samply in
-    every mode) reaches only as far as the copy: the eval loop's frame size is
-    read from the cell's own binary, and where k nested eval frames exceed the
-    dump (e.g. -O0, ~18 KiB each) only the k innermost Python frames can
-    appear, and exactly those are demanded; everywhere else the whole chain is.
+    every mode) reaches only as far as the copy: where k nested eval frames of
+    the cell's binary exceed the dump (e.g. -O0, ~18 KiB each) only the k
+    innermost Python frames can appear, and exactly those are demanded;
+    everywhere else the whole chain is (conftest.dump_reach).
     """
-    if stack_bytes is None:
-        return SEED_CHAIN
-    if cell.name not in _EVAL_FRAME_BYTES:   # the binary is the cell's: read once a session (slow under qemu-user)
-        result = runner.run(perf_runs.objdump_command("/opt/cpython/bin/python3"), perf=False)
-        _EVAL_FRAME_BYTES[cell.name] = perf_runs.frame_allocation(result.stdout)
-    frame = _EVAL_FRAME_BYTES[cell.name]
-    reach = perf_runs.dwarf_reachable_python_frames(cell, frame, stack_bytes)
-    record_property("eval_frame_bytes", frame)
-    record_property("dwarf_reachable_frames", reach)
-    if reach is None or reach >= len(SEED_CHAIN):
-        return SEED_CHAIN
-    assert reach >= 1, f"one eval frame ({frame} bytes) does not fit the {stack_bytes}-byte stack dump of {cell.name}"
-    print(f"{perf_runs.EVAL_FUNCTION} reserves {frame} bytes: a {stack_bytes}-byte dump reaches {reach} Python frames")
-    return SEED_CHAIN[:reach]
-
-
-def perf_stack_dump_bytes(cell, mode) -> int | None:
-    """The user-stack dump of perf's recording in this mode (None: frame pointers, no dump)."""
-    if mode != "perf_jit":
-        return None
-    return cell.variant.dwarf_stack_size or perf_runs.DEFAULT_DWARF_STACK
+    reach = dump_reach(runner, cell, stack_bytes, record_property)
+    return SEED_CHAIN if reach is None else SEED_CHAIN[:reach]
 
 
 @pytest.mark.parametrize("activation", perf_runs.ACTIVATIONS)
 def test_seed_chain(cell_mode, activation, runner_for, record_property):
     cell, mode = cell_mode
     runner = runner_for(cell)
-    chain = expected_chain(runner, cell, perf_stack_dump_bytes(cell, mode), record_property)
+    chain = expected_chain(runner, cell, perf_runs.stack_dump_bytes(cell, mode), record_property)
     samples = record(runner, cell, mode, activation, record_property)
     if activation == "xoption" and mode == cell.modes[0]:
         keep_for_flame_graph(runner, cell)

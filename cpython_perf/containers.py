@@ -35,6 +35,15 @@ class RunResult:
         return self
 
 
+def make_workdir(path: Path) -> Path:
+    """A run's directory on the host: path/src (mounted at /src: scripts, perf data) and path/tmp (mounted at
+    /tmp, world-writable and sticky like /tmp: perf-PID.map, jit-PID.dump, perf inject's jitted-*.so)."""
+    (path / "src").mkdir(parents=True)
+    (path / "tmp").mkdir()
+    (path / "tmp").chmod(0o1777)
+    return path
+
+
 def run(client, image: str, command, *, workdir: str = "/src", mounts: dict[Path, str] | None = None,
         cap_add: list[str] | None = None, env: dict[str, str] | None = None, timeout: float = 900,
         cpu_shares: int | None = None) -> RunResult:

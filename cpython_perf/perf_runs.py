@@ -24,6 +24,7 @@ SAMPLE_FREQUENCY = 9999
 MODE_XOPTION = {"perf": "perf", "perf_jit": "perf_jit"}
 MODE_ENV = {"perf": "PYTHONPERFSUPPORT", "perf_jit": "PYTHON_PERF_JIT_SUPPORT"}
 ACTIVATIONS = ("xoption", "env", "sys_api")
+SEED_SCRIPT = "/src/script.py"   # the howto's script, as the conformance suite mounts it
 SCRIPT_OUTPUT = "perf.script.txt"
 PHASES_OUTPUT = "perf.phases.txt"   # "<phase> <milliseconds>" lines, and "data_bytes <size>"
 
@@ -75,22 +76,25 @@ def record_options(cell: Cell, mode: str | None) -> list[str]:
     return options
 
 
-def python_command(mode: str | None, activation: str, script: str) -> tuple[list[str], dict[str, str]]:
-    """The python3 command line and environment for a mode and an activation method.
+def python_command(mode: str | None, activation: str, script: str,
+                   args: tuple[str, ...] = ()) -> tuple[list[str], dict[str, str]]:
+    """The python3 command line and environment for a mode and an activation method; args go to the script.
 
     activation: xoption (-X perf), env (PYTHONPERFSUPPORT=1 ...), sys_api
     (sys.activate_stack_trampoline around the script's run, as the howto shows).
     """
+    args = [str(a) for a in args]
     if mode is None:
-        return ["python3", script], {}
+        return ["python3", script, *args], {}
     if activation == "xoption":
-        return ["python3", "-X", MODE_XOPTION[mode], script], {}
+        return ["python3", "-X", MODE_XOPTION[mode], script, *args], {}
     if activation == "env":
-        return ["python3", script], {MODE_ENV[mode]: "1"}
+        return ["python3", script, *args], {MODE_ENV[mode]: "1"}
     if activation == "sys_api":
         code = (
             "import runpy, sys; "
-            f"sys.activate_stack_trampoline({mode!r}); "
+            + (f"sys.argv[:] = {[script, *args]!r}; " if args else "")
+            + f"sys.activate_stack_trampoline({mode!r}); "
             f"runpy.run_path({script!r}, run_name='__main__'); "
             "sys.deactivate_stack_trampoline()"
         )
@@ -98,14 +102,14 @@ def python_command(mode: str | None, activation: str, script: str) -> tuple[list
     raise ValueError(f"unknown activation {activation!r} (known: {', '.join(ACTIVATIONS)})")
 
 
-def perf_run(cell: Cell, mode: str | None, activation: str = "xoption", script: str = "/src/script.py",
-             c_stack_kb: int | None = None) -> PerfRun:
+def perf_run(cell: Cell, mode: str | None, activation: str = "xoption", script: str = SEED_SCRIPT,
+             c_stack_kb: int | None = None, args: tuple[str, ...] = ()) -> PerfRun:
     """Shell script that records, (injects), and writes perf script output to /src/<output>.
 
     c_stack_kb raises the C stack limit (ulimit -s) for the recording, for scripts that nest
     deeper than the default 8 MiB allows once every Python call is a C call of the eval loop.
     """
-    argv, env = python_command(mode, activation, script)
+    argv, env = python_command(mode, activation, script, args)
     envs = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
     record = f"perf record {' '.join(record_options(cell, mode))} -o /src/perf.data -- "
     phases = f"/src/{PHASES_OUTPUT}"
@@ -167,6 +171,13 @@ def frame_allocation(disassembly: str) -> int | None:
             if m:
                 return int(m.group(1), 16 if "0x" in pattern.pattern else 10)
     return None
+
+
+def stack_dump_bytes(cell: Cell, mode: str | None) -> int | None:
+    """The user-stack dump each perf sample carries in this mode (None: frame pointers, no dump)."""
+    if mode != "perf_jit":
+        return None
+    return cell.variant.dwarf_stack_size or DEFAULT_DWARF_STACK
 
 
 # What a dump holds besides the eval loop's own frames: the C frames below the innermost one (the

@@ -49,6 +49,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .matrix import PROJECT_ROOT, Matrix, load_matrix
+from .perf_runs import SEED_SCRIPT
+from .perf_samples import py_symbol
 
 OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed")
 LABEL = {"passed": "pass", "failed": "FAIL", "error": "ERROR", "skipped": "skip", "xfailed": "xfail",
@@ -373,7 +375,7 @@ def render_html(report: Report) -> str:
 
 _SVG_FRAME = re.compile(r'<title>(?P<name>[^<]*?) \([\d,]+ samples?[^<]*</title>\s*<rect [^>]*?y="(?P<y>[\d.]+)"'
                         r'[^>]*?fg:x="(?P<x>\d+)" fg:w="(?P<w>\d+)"')
-SEED_NESTING = ("py::foo:/src/script.py", "py::bar:/src/script.py")
+SEED_NESTING = (py_symbol("foo", SEED_SCRIPT), py_symbol("bar", SEED_SCRIPT))   # (callee, caller)
 
 
 def svg_frames(svg_text: str) -> list[tuple[str, float, int, int]]:
@@ -393,8 +395,8 @@ def svg_nests(svg_text: str, inner: str, outer: str) -> bool:
 def render_flamegraphs(results_dir: Path, cells, renderer) -> dict[str, tuple[str | None, str]]:
     """Render results/<cell>/seed.perf-script.txt to seed-flamegraph.svg where it exists.
 
-    renderer(perf_script, svg, title) draws the SVG or raises with the reason
-    (None: no renderer could be had; the reason is then `renderer_missing`).
+    renderer(perf_script, svg, title) draws the SVG or raises with the reason;
+    a string instead of a renderer says why none could be had.
     """
     out: dict[str, tuple[str | None, str]] = {}
     for cell in cells:

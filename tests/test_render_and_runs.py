@@ -130,3 +130,16 @@ def test_tools_image_follows_the_pins_and_the_crate():
     assert tools.tools_image_tag(tools.tools_dockerfile(moved, "http://archive.invalid/debian")) != \
         tools.tools_image_tag(dockerfile)
     assert tools.tools_image_tag(dockerfile).startswith("cpython-perf-tools:")
+
+
+def test_script_arguments_reach_the_script_with_every_activation():
+    argv, _ = perf_runs.python_command("perf", "xoption", "/bench/seed.py", (5000,))
+    assert argv == ["python3", "-X", "perf", "/bench/seed.py", "5000"]
+    argv, env = perf_runs.python_command("perf_jit", "env", "/bench/seed.py", (5000,))
+    assert argv == ["python3", "/bench/seed.py", "5000"] and env == {"PYTHON_PERF_JIT_SUPPORT": "1"}
+    argv, _ = perf_runs.python_command("perf", "sys_api", "/bench/seed.py", (5000,))
+    assert "sys.argv[:] = ['/bench/seed.py', '5000']" in argv[2]
+    # without arguments the command is the howto's, unchanged
+    assert "sys.argv" not in perf_runs.python_command("perf", "sys_api", "/src/script.py")[0][2]
+    run = perf_runs.perf_run(load_matrix().cell("3.13-fp"), "perf", args=(5000,))
+    assert "python3 -X perf /src/script.py 5000 > /src/python.stdout" in run.shell
