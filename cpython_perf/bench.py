@@ -222,6 +222,11 @@ def utc_now() -> datetime:
     return datetime.now(timezone.utc).replace(microsecond=0)
 
 
+def utc_stamp() -> str:
+    """Now, as a results file's "created": 2026-11-22T18:09:46Z."""
+    return utc_now().isoformat().replace("+00:00", "Z")
+
+
 def measure(matrix: Matrix, cells: list[Cell], workloads: dict[str, str], rounds: int, repeat: int,
             scale: float = 1.0, kinds=KINDS, log=print) -> dict:
     """Run the plan of the selected cells, interleaved, and return the results (raw timings and ratios).
@@ -233,7 +238,7 @@ def measure(matrix: Matrix, cells: list[Cell], workloads: dict[str, str], rounds
         raise DriverError(f"nothing to compare among {', '.join(c.name for c in cells)} ({', '.join(kinds)}): "
                           "no perf mode claimed, no vanilla twin, no fp and release of one version")
     configs = configurations(plan)
-    started = utc_now()
+    started = utc_stamp()
     client = host.docker_client(log)
     names = list(workloads)
     cells_used = list({c.cell.name: c.cell for c in configs}.values())
@@ -249,7 +254,7 @@ def measure(matrix: Matrix, cells: list[Cell], workloads: dict[str, str], rounds
     pythons = {config.cell.name: seen[config.key]["python"] for config in configs}
     version = client.version()
     results = {
-        "created": started.isoformat().replace("+00:00", "Z"),
+        "created": started,
         "machine": machine_info(),
         "engine": {"version": version.get("Version", "unknown"), "api_version": version.get("ApiVersion", "")},
         "settings": {"rounds": rounds, "repeat": repeat, "scale": scale, "workloads": names,
@@ -476,11 +481,11 @@ def render_markdown(results: dict, source: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_results(results: dict, directory: Path = RESULTS_DIR) -> Path:
-    """results/bench/bench-<UTC timestamp>.json."""
-    stamp = datetime.fromisoformat(results["created"].replace("Z", "+00:00")).strftime("%Y%m%dT%H%M%SZ")
+def write_results(results: dict, directory: Path = RESULTS_DIR, group: str = "bench") -> Path:
+    """<directory>/<group>-<created, compact: 20261122T180946Z>.json."""
+    directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"bench-{stamp}.json"
+    path = directory / f"{group}-{results['created'].replace('-', '').replace(':', '')}.json"
     path.write_text(json.dumps(results, indent=1) + "\n")
     return path
 
@@ -533,12 +538,11 @@ def latest_group_results(directory: Path, group: str) -> Path | None:
 
 
 def save_group_results(results: dict, group: str, directory: Path) -> Path:
-    """Write <directory>/<group>-<created, compact>.json and refresh BENCHMARKS.md from every group's latest file."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{group}-{results['created'].replace('-', '').replace(':', '')}.json"
-    path.write_text(json.dumps(results, indent=1) + "\n")
-    refresh_summary(SUMMARY, directory)
+    """Write the group's results file (write_results); where that is the project's results/bench, refresh
+    BENCHMARKS.md from every group's latest file (a run kept elsewhere leaves the project's summary alone)."""
+    path = write_results(results, directory, group)
+    if Path(directory).resolve() == RESULTS_DIR.resolve():
+        refresh_summary(SUMMARY, RESULTS_DIR)
     return path
 
 
@@ -557,7 +561,8 @@ def group_main(argv, *, module: str, doc: str, group: str, add_arguments, run, r
         results = run(matrix, cells, args, lambda line: print(line, flush=True))
         path = save_group_results(results, group, Path(args.results))
         report(results, path)
-        print(f"wrote {path}; {SUMMARY.name} refreshed")
+        refreshed = path.parent.resolve() == RESULTS_DIR.resolve()
+        print(f"wrote {path}" + (f"; {SUMMARY.name} refreshed" if refreshed else f" ({SUMMARY.name} left alone)"))
     except DriverError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -568,9 +573,9 @@ def group_main(argv, *, module: str, doc: str, group: str, add_arguments, run, r
 
 def refresh_summary(summary: Path = SUMMARY, directory: Path = RESULTS_DIR) -> Path:
     """Rewrite BENCHMARKS.md from the latest results file of every group."""
-    runs = sorted(directory.glob("bench-*.json"))
-    if runs:
-        return write_summary(runs[-1], summary)
+    latest = latest_group_results(directory, "bench")
+    if latest is not None:
+        return write_summary(latest, summary)
     summary.write_text("# Benchmarks\n\nNo overhead run yet (`nox -s bench`).\n\n" + other_sections(directory))
     return summary
 

@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import build, host, images, render
+from . import bench, build, host, images, render
 from .errors import DriverError
 from .matrix import PROJECT_ROOT
 
@@ -73,7 +73,7 @@ def _first_line(command: list[str]) -> str:
 def measure(matrix, cells, cold: bool = True, on_host: bool = True, log=print) -> dict:
     client = host.docker_client(log)
     images.ensure_base_image(client, matrix.base_suite, log=log)
-    out = {"created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": _machine(), "cells": {}}
+    out = {"created": bench.utc_stamp(), "machine": bench.machine_info(), "cells": {}}
     quiet = lambda line: None  # noqa: E731
     for cell in cells:
         entry: dict = {}
@@ -86,11 +86,6 @@ def measure(matrix, cells, cold: bool = True, on_host: bool = True, log=print) -
             entry["host"] = host_build(images.cell_inputs(cell, matrix.base_suite, None, quiet, matrix), log)
         out["cells"][cell.name] = entry
     return out
-
-
-def _machine() -> dict:
-    from .bench import machine_info
-    return machine_info()
 
 
 def render_markdown(results: dict, source: str = "") -> str:
@@ -114,8 +109,7 @@ def render_markdown(results: dict, source: str = "") -> str:
 
 
 def latest_results(directory: Path = RESULTS_DIR) -> Path | None:
-    from .bench import latest_group_results
-    return latest_group_results(directory, GROUP)
+    return bench.latest_group_results(directory, GROUP)
 
 
 def _arguments(parser) -> None:
@@ -124,8 +118,7 @@ def _arguments(parser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .bench import group_main
-    return group_main(argv, module="cpython_perf.build_cost", doc=__doc__, group=GROUP, add_arguments=_arguments,
+    return bench.group_main(argv, module="cpython_perf.build_cost", doc=__doc__, group=GROUP, add_arguments=_arguments,
                       run=lambda matrix, cells, args, log: measure(matrix, cells, not args.no_cold, not args.no_host, log),
                       report=lambda results, path: print(render_markdown(results, str(path))))
 

@@ -35,7 +35,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from . import build, containers, host, perf_runs, samply, tools
+from . import bench, build, containers, host, perf_runs, samply, tools
 from .errors import DriverError
 from .matrix import PROJECT_ROOT, Cell, Matrix
 from .perf_samples import chain_report, parse_perf_script, py_symbol
@@ -133,57 +133,44 @@ def map_growth(entries: list[tuple[str, str]], codes: list, filename: str) -> di
 
 
 class _Workdir:
+    """One measurement's directories (containers.make_workdir) and its mounts; /bench is benchmarks/."""
+
     def __init__(self, root: Path, name: str):
-        self.path = root / name
-        (self.path / "src").mkdir(parents=True)
-        (self.path / "tmp").mkdir()
-        (self.path / "tmp").chmod(0o1777)
-
-    @property
-    def src(self) -> Path:
-        return self.path / "src"
-
-    @property
-    def tmp(self) -> Path:
-        return self.path / "tmp"
+        self.path = containers.make_workdir(root / name)
+        self.src, self.tmp = self.path / "src", self.path / "tmp"
 
     def mounts(self, **extra) -> dict:
         return {self.src: "/src", self.tmp: "/tmp", BENCH_DIR: "/bench", **{Path(k): v for k, v in extra.items()}}
 
 
-def _seed_command(mode: str | None) -> list[str]:
-    return ["python3", *(["-X", mode] if mode else []), SEED, str(SEED_N)]
+def _chain_numbers(report) -> dict:
+    return {"fraction": report.fraction, "inside_samples": report.inside_samples,
+            "full_chain_samples": report.full_chain_samples, "process_samples": report.process_samples}
 
 
 def _perf_run(client, image, cap, cell, mode, work: _Workdir) -> dict:
-    run = perf_runs.perf_run(cell, mode, "xoption", SEED)
-    shell = run.shell.replace(f" {SEED} ", f" {SEED} {SEED_N} ")
-    result = containers.run(client, image, shell, mounts=work.mounts(), cap_add=[cap], timeout=1800)
+    run = perf_runs.perf_run(cell, mode, "xoption", SEED, args=(SEED_N,))
+    result = containers.run(client, image, run.shell, mounts=work.mounts(), cap_add=[cap], timeout=1800)
     result.check(f"perf ({mode}) in {image}")
     report = chain_report(parse_perf_script((work.src / run.output).read_text(errors="replace")), CHAIN)
     phases = perf_runs.parse_phases((work.src / perf_runs.PHASES_OUTPUT).read_text())
-    return {"fraction": report.fraction, "inside_samples": report.inside_samples,
-            "full_chain_samples": report.full_chain_samples, "process_samples": report.process_samples,
-            "cost": phases}
+    return {**_chain_numbers(report), "cost": phases}
 
 
 def _samply_run(client, image, cap, samply_binary: Path, mode, work: _Workdir) -> dict:
-    shell = samply.record_command(mode, "xoption", SEED, samply=f"{SAMPLY_MOUNT}/samply")
-    shell = shell.replace(f" {SEED} ", f" {SEED} {SEED_N} ")
+    shell = samply.record_command(mode, "xoption", SEED, samply=f"{SAMPLY_MOUNT}/samply", args=(SEED_N,))
     started = time.monotonic()
     result = containers.run(client, image, shell, mounts=work.mounts(**{str(samply_binary.parent): SAMPLY_MOUNT}),
                             cap_add=[cap], timeout=1800)
     seconds = time.monotonic() - started
     result.check(f"samply ({mode}) in {image}")
-    report = chain_report(samply.read_profile(work.src), CHAIN)
-    return {"fraction": report.fraction, "inside_samples": report.inside_samples,
-            "full_chain_samples": report.full_chain_samples, "process_samples": report.process_samples,
-            "seconds": round(seconds, 2)}
+    return {**_chain_numbers(chain_report(samply.read_profile(work.src), CHAIN)), "seconds": round(seconds, 2)}
 
 
 def _py_spy_run(client, image, py_spy: Path, work: _Workdir) -> dict:
+    argv, _ = perf_runs.python_command(None, "xoption", SEED, (SEED_N,))
     command = [f"{PY_SPY_MOUNT}/py-spy", "record", "-r", str(PY_SPY_RATE), "-f", "raw", "--full-filenames",
-               "-o", "/src/py-spy.txt", "--", *_seed_command(None)]
+               "-o", "/src/py-spy.txt", "--", *argv]
     result = containers.run(client, image, command, mounts=work.mounts(**{str(py_spy.parent): PY_SPY_MOUNT}),
                             cap_add=["SYS_PTRACE"], timeout=1800)
     result.check(f"py-spy in {image}")
@@ -191,8 +178,7 @@ def _py_spy_run(client, image, py_spy: Path, work: _Workdir) -> dict:
 
 
 def _map_growth_run(client, image, mode, work: _Workdir) -> dict:
-    from .bench import available_workloads
-    command = ["python3", "-X", mode, "/bench/count_codes.py", "--run", ",".join(available_workloads()), "--repeat", "1",
+    command = ["python3", "-X", mode, "/bench/count_codes.py", "--run", ",".join(bench.available_workloads()), "--repeat", "1",
                "--scale", str(MAP_SCALE)]
     result = containers.run(client, image, command, mounts=work.mounts(), timeout=1800)
     result.check(f"count_codes.py (-X {mode}) in {image}")
@@ -216,8 +202,8 @@ def measure(matrix: Matrix, cells: list[Cell], log=print) -> dict:
     client = host.docker_client(log)
     samply_binary = tools.samply_binary(client, matrix, log=log)
     py_spy = tools.py_spy_binary(matrix, log=log)
-    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    out = {"created": started, "machine": _machine(), "settings": {"seed_n": SEED_N, "py_spy_rate": PY_SPY_RATE,
+    started = bench.utc_stamp()
+    out = {"created": started, "machine": bench.machine_info(), "settings": {"seed_n": SEED_N, "py_spy_rate": PY_SPY_RATE,
            "perf_rate": perf_runs.SAMPLE_FREQUENCY, "samply_rate": samply.SAMPLE_RATE, "map_scale": MAP_SCALE},
            "tools": {"samply": matrix.profilers.samply, "py-spy": matrix.profilers.py_spy["version"],
                      "inferno": matrix.profilers.inferno},
@@ -244,11 +230,6 @@ def measure(matrix: Matrix, cells: list[Cell], log=print) -> dict:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return out
-
-
-def _machine() -> dict:
-    from .bench import machine_info
-    return machine_info()
 
 
 # --------------------------------------------------------------------------
@@ -327,13 +308,11 @@ def render_markdown(results: dict, source: str = "") -> str:
 
 
 def latest_results(directory: Path = RESULTS_DIR) -> Path | None:
-    from .bench import latest_group_results
-    return latest_group_results(directory, GROUP)
+    return bench.latest_group_results(directory, GROUP)
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .bench import group_main
-    return group_main(argv, module="cpython_perf.fidelity", doc=__doc__, group=GROUP, add_arguments=lambda parser: None,
+    return bench.group_main(argv, module="cpython_perf.fidelity", doc=__doc__, group=GROUP, add_arguments=lambda parser: None,
                       run=lambda matrix, cells, args, log: measure(matrix, cells, log),
                       report=lambda results, path: print(render_markdown(results, str(path))))
 

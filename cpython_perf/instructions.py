@@ -23,7 +23,6 @@ from __future__ import annotations
 import re
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from . import bench, build, containers, host, images
@@ -84,7 +83,7 @@ def measure(matrix: Matrix, cells, workloads: dict[str, str], rounds: int, scale
     cells_used = list({c.cell.name: c.cell for c in configs}.values())
     cell_images = {cell.name: build.ensure_cell_image(cell, matrix, log) for cell in cells_used}
     vg_images = {name: valgrind_image(client, image, log) for name, image in cell_images.items()}
-    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    started = bench.utc_stamp()
     counts = {c.key: {w: [] for w in workloads} for c in configs}
     raw = {c.key: {w: [] for w in workloads} for c in configs}
     for number in range(rounds):

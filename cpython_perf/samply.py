@@ -28,7 +28,7 @@ import json
 import shlex
 from pathlib import Path
 
-from .perf_runs import python_command
+from .perf_runs import SEED_SCRIPT, python_command
 from .perf_samples import Frame, Sample
 
 SAMPLY_IN_CONTAINER = "/opt/samply/samply"
@@ -53,10 +53,10 @@ _PARANOID_VIEW = (
 )
 
 
-def record_command(mode: str | None, activation: str = "xoption", script: str = "/src/script.py",
-                   rate: int = SAMPLE_RATE, samply: str = SAMPLY_IN_CONTAINER) -> str:
-    """Shell script recording script with samply in a cell container; the profile lands in /src."""
-    argv, env = python_command(mode, activation, script)
+def record_command(mode: str | None, activation: str = "xoption", script: str = SEED_SCRIPT,
+                   rate: int = SAMPLE_RATE, samply: str = SAMPLY_IN_CONTAINER, args: tuple[str, ...] = ()) -> str:
+    """Shell script recording script (with args) with samply in a cell container; the profile lands in /src."""
+    argv, env = python_command(mode, activation, script, args)
     envs = "".join(f"{k}={shlex.quote(v)} " for k, v in env.items())
     return "\n".join([
         "set -eu",

@@ -46,6 +46,24 @@ def _pins(matrix: Matrix):
     return matrix.profilers
 
 
+def _tool_cache(cache_dir: Path | None, name: str) -> Path:
+    """~/.cache/cpython-perf/tools/<name>: one directory per pinned tool version."""
+    return (cache_dir or sources.default_cache_dir().parent / "tools") / name
+
+
+def _cache_binary(cache: Path, binary_name: str, data: bytes) -> Path:
+    """Install data as the executable cache/binary_name, whole or not at all (staged, then renamed)."""
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{binary_name}-", dir=cache.parent))
+    try:
+        (staging / binary_name).write_bytes(data)
+        (staging / binary_name).chmod(0o755)
+        staging.rename(cache)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return cache / binary_name
+
+
 def _crate_files() -> list[Path]:
     return sorted(p for p in FLAMEGRAPH_CRATE.rglob("*")
                   if p.is_file() and "target" not in p.relative_to(FLAMEGRAPH_CRATE).parts)
@@ -94,28 +112,21 @@ def samply_binary(client, matrix: Matrix, cache_dir: Path | None = None, log=pri
     """Host path of the tools image's samply, copied out once into the cache."""
     pins = _pins(matrix)
     tag = ensure_tools_image(client, matrix, log)
-    cache = (cache_dir or sources.default_cache_dir().parent / "tools") / f"samply-{pins.samply}-{tag.split(':')[1]}"
+    cache = _tool_cache(cache_dir, f"samply-{pins.samply}-{tag.split(':')[1]}")
     binary = cache / "samply"
     if binary.is_file():
         return binary
-    cache.parent.mkdir(parents=True, exist_ok=True)
     container = client.containers.create(tag, ["true"])
     try:
         stream, _ = container.get_archive(SAMPLY_IN_IMAGE)
         data = b"".join(stream)
     finally:
         container.remove(force=True)
-    staging = Path(tempfile.mkdtemp(prefix=".samply-", dir=cache.parent))
-    try:
-        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-            extracted = tar.extractfile(tar.getmember(Path(SAMPLY_IN_IMAGE).name))
-            if extracted is None:
-                raise DriverError(f"{SAMPLY_IN_IMAGE} in {tag} is not a regular file")
-            (staging / "samply").write_bytes(extracted.read())
-        (staging / "samply").chmod(0o755)
-        staging.rename(cache)   # whole or not at all
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        extracted = tar.extractfile(tar.getmember(Path(SAMPLY_IN_IMAGE).name))
+        if extracted is None:
+            raise DriverError(f"{SAMPLY_IN_IMAGE} in {tag} is not a regular file")
+        _cache_binary(cache, "samply", extracted.read())
     log(f"samply {pins.samply} from {tag} cached at {binary}")
     return binary
 
@@ -146,18 +157,15 @@ def render_flamegraph(client, matrix: Matrix, perf_script: Path, svg: Path, titl
 def py_spy_binary(matrix: Matrix, cache_dir: Path | None = None, log=print) -> Path:
     """Host path of py-spy's static binary, from the PyPI wheel pinned in matrix.yaml (hash-checked), cached."""
     pin = _pins(matrix).py_spy
-    cache = (cache_dir or sources.default_cache_dir().parent / "tools") / f"py-spy-{pin['version']}-{pin['sha256'][:12]}"
+    cache = _tool_cache(cache_dir, f"py-spy-{pin['version']}-{pin['sha256'][:12]}")
     binary = cache / "py-spy"
     if binary.is_file():
         return binary
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".py-spy-", dir=cache.parent))
-    try:
-        download = staging / "download"
+    with tempfile.TemporaryDirectory(prefix="py-spy-download-") as download:
         command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--platform",
-                   "manylinux_2_5_x86_64", "--python-version", "3", "-d", str(download), f"py-spy=={pin['version']}"]
+                   "manylinux_2_5_x86_64", "--python-version", "3", "-d", download, f"py-spy=={pin['version']}"]
         done = subprocess.run(command, capture_output=True, text=True)
-        wheels = sorted(download.glob("py_spy-*.whl"))
+        wheels = sorted(Path(download).glob("py_spy-*.whl"))
         if done.returncode != 0 or len(wheels) != 1:
             raise DriverError(f"pip could not fetch py-spy {pin['version']} (exit {done.returncode}): "
                               f"{(done.stderr or done.stdout).strip().splitlines()[-1:]}")
@@ -168,13 +176,9 @@ def py_spy_binary(matrix: Matrix, cache_dir: Path | None = None, log=print) -> P
         member = f"py_spy-{pin['version']}.data/scripts/py-spy"
         with zipfile.ZipFile(wheels[0]) as wheel:
             try:
-                (staging / "py-spy").write_bytes(wheel.read(member))
+                data = wheel.read(member)
             except KeyError:
                 raise DriverError(f"{wheels[0].name} has no {member}") from None
-        (staging / "py-spy").chmod(0o755)
-        shutil.rmtree(download)
-        staging.rename(cache)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    _cache_binary(cache, "py-spy", data)
     log(f"py-spy {pin['version']} cached at {binary}")
     return binary

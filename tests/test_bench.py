@@ -234,3 +234,12 @@ def test_ratio_chart_marks_half_percents_and_cuts_long_bars():
     assert lines[2].endswith("1.025 |#####")
     assert lines[3].endswith("0.990 |--")
     assert lines[4].endswith("|" + "#" * CHART_WIDTH + ">")
+
+
+def test_group_results_elsewhere_leave_the_project_summary_alone(tmp_path, monkeypatch):
+    from cpython_perf import bench
+    written = []
+    monkeypatch.setattr(bench, "refresh_summary", lambda *a, **k: written.append(a))
+    path = bench.save_group_results({"created": "2026-11-22T18:09:46Z"}, "fidelity", tmp_path)
+    assert path == tmp_path / "fidelity-20261122T180946Z.json" and path.is_file()
+    assert written == []
