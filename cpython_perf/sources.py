@@ -3,9 +3,12 @@
 Order: the local source cache, then python.org, then the Debian source
 package that mirrors the release (`apt-get source --download-only`, with
 deb-src entries derived from this machine's own apt sources).  Every file is
-checked against the pinned sha256 before use; a mismatch deletes it and
-fails with both hashes.  Nothing half-downloaded ever sits under the final
-name: files are written under a temporary name and renamed once verified.
+checked against the pinned sha256 before use: a cached file with other bytes
+is deleted (the log names both hashes) and the next source is tried; a
+download with other bytes is discarded.  Only when no source has the pinned
+bytes does the fetch fail, naming every source tried and what it gave.
+Nothing half-downloaded ever sits under the final name: files are written
+under a temporary name in the cache and renamed once verified.
 """
 
 from __future__ import annotations
@@ -45,52 +48,86 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def verify(path: Path, recipe: Recipe, origin: str) -> None:
-    """Check path against the recipe's pins; delete it and raise on mismatch."""
+def mismatch(path: Path, recipe: Recipe) -> str | None:
+    """How the file at path differs from the recipe's pins, both hashes named (None: the pinned bytes)."""
     actual = sha256_of(path)
     size = path.stat().st_size
     problems = []
     if actual != recipe.sha256:
-        problems.append(f"  expected sha256 {recipe.sha256}\n  actual   sha256 {actual}")
+        problems.append(f"sha256 {actual}, expected {recipe.sha256}")
     if recipe.size is not None and size != recipe.size:
-        problems.append(f"  expected size {recipe.size} bytes, actual {size} bytes")
-    if problems:
-        path.unlink(missing_ok=True)
-        raise HashMismatch(
-            f"{recipe.filename} from {origin} does not match {recipe.path.name}:\n"
-            + "\n".join(problems)
-            + f"\nThe file was deleted. If the pin in {recipe.path} is right, fetch the file again "
-            "from python.org; if python.org re-published it, update the pin after checking upstream's hash."
-        )
+        problems.append(f"{size} bytes, expected {recipe.size}")
+    return "; ".join(problems) or None
+
+
+def _remote_sources():
+    """The places a source is fetched from after the cache, in order (looked up at call time)."""
+    return (("python.org", _from_python_org), ("Debian", _from_debian))
 
 
 def fetch_source(recipe: Recipe, cache_dir: Path | None = None, log=print) -> Path:
-    """Return the path of the verified tarball, fetching and caching it."""
+    """Return the path of the verified tarball in the source cache, fetching and caching it if needed.
+
+    Tried in order: the cache, python.org (or $CPYTHON_PERF_PYTHON_ORG_MIRROR),
+    the Debian source package.  A cached file without the pinned bytes is
+    deleted and the next source tried; a download without them is discarded,
+    never cached.  A download is written in a temporary directory inside the
+    cache, verified, then renamed into place, so the cache never holds a
+    half-made or unverified file under the final name.
+
+    Raises HashMismatch when some source answered with other bytes (a wrong pin
+    or a bad mirror: not a matter of reachability), else SourceUnavailable;
+    either names every source tried, what each gave, and how to provide the file.
+    """
     cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
     cache_dir.mkdir(parents=True, exist_ok=True)
     final = cache_dir / recipe.filename
+    tried: list[str] = []
+    wrong: list[str] = []   # sources that answered with other bytes
+    remotes = _remote_sources()
     if final.exists():
-        verify(final, recipe, f"the source cache ({final})")
-        return final
-
-    tried = [f"source cache: {final} does not exist"]
-    for name, method in (("python.org", _from_python_org), ("Debian", _from_debian)):
+        problem = mismatch(final, recipe)
+        if problem is None:
+            return final
+        final.unlink(missing_ok=True)
+        tried.append(f"source cache: {final} had other bytes ({problem}); deleted")
+        log(f"source cache: {final} does not have the pinned bytes ({problem}): deleted it; "
+            f"trying {', then '.join(name for name, _ in remotes)}")
+    else:
+        tried.append(f"source cache: {final} does not exist")
+    for name, method in remotes:
         with tempfile.TemporaryDirectory(prefix=".fetch-", dir=cache_dir) as tmp:
             try:
                 got = method(recipe, Path(tmp), log)
             except _NotHere as exc:
                 tried.append(f"{name}: {exc}")
+                log(f"{name}: cannot provide {recipe.filename}: {exc}")
                 continue
-            verify(got, recipe, name)
+            problem = mismatch(got, recipe)
+            if problem is not None:
+                tried.append(f"{name}: gave other bytes ({problem}); discarded, not cached")
+                log(f"{name}: {recipe.filename} does not have the pinned bytes ({problem}): discarded, not cached")
+                wrong.append(name)
+                continue
             os.replace(got, final)
-            log(f"cached {recipe.filename} from {name} in {cache_dir}")
+            log(f"cached {recipe.filename} from {name} in {cache_dir} (sha256 {recipe.sha256})")
             return final
-    raise SourceUnavailable(
-        f"the source of CPython {recipe.version} ({recipe.filename}) is not reachable from this machine:\n"
+    if wrong:
+        headline = f"no source has the pinned bytes of CPython {recipe.version} ({recipe.filename}, sha256 {recipe.sha256})"
+    else:
+        headline = f"the source of CPython {recipe.version} ({recipe.filename}) is not reachable from this machine"
+    message = (
+        f"{headline}; tried, in order:\n"
         + "\n".join(f"  - {line}" for line in tried)
         + f"\nTo provide it, download {recipe.url} where it can be fetched, check that its sha256 is "
         f"{recipe.sha256}, and put it in {cache_dir}/ (or point {CACHE_ENV} at a directory holding it)."
     )
+    if wrong:
+        raise HashMismatch(
+            message + f"\n{' and '.join(wrong)} answered with other bytes: if python.org re-published the release, "
+            f"check upstream's hash before changing the pin in {recipe.path}; otherwise do not trust that source "
+            "for this file.")
+    raise SourceUnavailable(message)
 
 
 class _NotHere(Exception):
