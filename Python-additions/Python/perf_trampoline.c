@@ -239,6 +239,31 @@ typedef enum {
     PERF_STATUS_OK = 1,
 } perf_status_t;
 
+/* The outputs trampolines are published to.  The perf map is appended to
+   and the jitdump is kept open for the whole life of a process, whichever
+   backend is in use, so a trampoline published to one of them once stays
+   published until the process forks (the child writes files of its own).
+   Callbacks set by someone else get a new output on every start. */
+typedef enum {
+    OUTPUT_PERF_MAP = 0,
+    OUTPUT_JITDUMP = 1,
+    OUTPUT_OTHER = 2,
+    N_OUTPUTS
+} perf_output_t;
+
+/* What a code object's co_extra slot holds while the trampoline knows it:
+   its trampoline, how much room that trampoline's slot has, and for each
+   output the generation it was published to.  One entry per code object for
+   the life of the interpreter, whatever the backend: switching backends
+   publishes the same trampoline again instead of taking a new co_extra index
+   (CPython has 255; upstream takes one per activation).  Freed with the code
+   object. */
+typedef struct {
+    py_trampoline trampoline;
+    size_t chunk_size;
+    unsigned int published[N_OUTPUTS];
+} code_entry_t;
+
 typedef struct code_arena {
     char *start_addr;         // start of the mapping
     char *current_addr;       // next free trampoline slot
@@ -252,32 +277,64 @@ typedef struct code_arena {
 
 static struct {
     perf_status_t status;
-    // co_extra index holding each code object's trampoline; -1 when a new
-    // index is needed (first use, new backend, child after fork)
+    // co_extra index of the code entries: taken at the first activation in
+    // an interpreter and kept until the interpreter is finalized
     Py_ssize_t extra_code_index;
     PyInterpreterState *extra_interp;   // interpreter the index belongs to
-    code_arena_t *arena;
+    code_arena_t *arena;      // newest arena; older ones through ->prev
     size_t code_size;         // bytes of the template
-    size_t code_padding;      // extra bytes the backend wants per trampoline
-    _PyPerf_Callbacks api;
+    _PyPerf_Callbacks requested;  // backend the next activation starts
+    _PyPerf_Callbacks api;    // backend in use (valid while state_ready)
     void *state;
     int state_ready;
+    perf_output_t output;     // output of the backend in use
+    size_t chunk_size;        // trampoline slot size the backend needs
+    size_t pending_padding;   // set by a starting backend's init_state
+    unsigned int output_gen[N_OUTPUTS];   // current generation of each output
+    long output_pid[N_OUTPUTS];           // process that output belongs to
     int persist_after_fork;
+    int arena_failure_reported;
 } perf = {
     .status = PERF_STATUS_NO_INIT,
     .extra_code_index = -1,
+    .output_pid = {-1, -1, -1},
 };
 
 static PyObject *py_trampoline_evaluator(PyThreadState *, _PyPerf_Frame *,
                                          int);
+
+/* Set an OSError (PermissionError for EACCES, ...) naming what failed. */
+void
+_PyPerf_SetOSError(int err, const char *what)
+{
+    PyObject *msg = PyUnicode_FromFormat("perf trampoline: %s: %s",
+                                         what, strerror(err));
+    if (msg == NULL) {
+        return;
+    }
+    PyObject *args = Py_BuildValue("(iN)", err, msg);
+    if (args != NULL) {
+        PyErr_SetObject(PyExc_OSError, args);
+        Py_DECREF(args);
+    }
+}
 
 /* ---- perf map backend ---- */
 
 static void *
 perf_map_init_state(void)
 {
-    PyUnstable_PerfMapState_Init();
-    return NULL;
+    int ret = PyUnstable_PerfMapState_Init();
+    if (ret != 0) {
+        if (ret == -2) {
+            PyErr_NoMemory();
+        }
+        else {
+            _PyPerf_SetOSError(errno, "can't open /tmp/perf-PID.map");
+        }
+        return NULL;
+    }
+    return &perf_map_state;
 }
 
 static void
@@ -301,6 +358,7 @@ perf_map_write_entry(void *state, const void *code_addr,
 static int
 perf_map_free_state(void *state)
 {
+    // The map is appended to when it is opened again: nothing is lost.
     PyUnstable_PerfMapState_Fini();
     return 0;
 }
@@ -311,36 +369,50 @@ _PyPerf_Callbacks _Py_perfmap_callbacks = {
     &perf_map_free_state,
 };
 
+static perf_output_t
+output_of(const _PyPerf_Callbacks *cb)
+{
+    if (cb->write_state == _Py_perfmap_callbacks.write_state) {
+        return OUTPUT_PERF_MAP;
+    }
+    if (cb->write_state == _Py_perfmap_jit_callbacks.write_state) {
+        return OUTPUT_JITDUMP;
+    }
+    return OUTPUT_OTHER;
+}
+
 /* ---- executable arenas ---- */
 
-static int
-new_code_arena(void)
+static size_t
+template_size(void)
 {
-    size_t code_size = (size_t)(_Py_trampoline_func_end -
-                                _Py_trampoline_func_start);
-    size_t chunk_size = (code_size + perf.code_padding + 15) & ~(size_t)15;
+    return (size_t)(_Py_trampoline_func_end - _Py_trampoline_func_start);
+}
+
+/* Map an arena of trampolines chunk_size bytes apart.  Returns NULL with an
+   OSError set (naming the failed call and errno) if the system refuses. */
+static code_arena_t *
+new_code_arena(size_t chunk_size)
+{
+    size_t code_size = template_size();
     char *memory = mmap(NULL, PERF_ARENA_SIZE, PROT_READ | PROT_WRITE,
                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (memory == MAP_FAILED) {
-        PyErr_SetFromErrno(PyExc_OSError);
-        _PyErr_WriteUnraisableMsg(
-            "Failed to create new mmap for perf trampoline", NULL);
-        perf.status = PERF_STATUS_FAILED;
-        return -1;
+        _PyPerf_SetOSError(errno, "can't map memory for trampolines (mmap)");
+        return NULL;
     }
     size_t n_copies = PERF_ARENA_SIZE / chunk_size;
     for (size_t i = 0; i < n_copies; i++) {
         memcpy(memory + i * chunk_size, _Py_trampoline_func_start, code_size);
     }
-    // Some systems forbid creating executable code at run time.
+    // Some systems forbid creating executable code at run time (SELinux
+    // deny_execmem, PaX MPROTECT, ...).
     if (mprotect(memory, PERF_ARENA_SIZE, PROT_READ | PROT_EXEC) == -1) {
-        PyErr_SetFromErrno(PyExc_OSError);
+        int err = errno;
         munmap(memory, PERF_ARENA_SIZE);   // never executed: safe to unmap
-        _PyErr_WriteUnraisableMsg(
-            "Failed to set mmap for perf trampoline to PROT_READ | PROT_EXEC",
-            NULL);
-        perf.status = PERF_STATUS_FAILED;
-        return -1;
+        _PyPerf_SetOSError(err, "can't make trampolines executable "
+                               "(mprotect PROT_READ|PROT_EXEC)");
+        return NULL;
     }
 #if defined(__aarch64__) || defined(__arm__) || defined(__arm64__)
     // The data cache holds the new code; make the instruction side see it.
@@ -350,11 +422,7 @@ new_code_arena(void)
     if (arena == NULL) {
         munmap(memory, PERF_ARENA_SIZE);
         PyErr_NoMemory();
-        _PyErr_WriteUnraisableMsg(
-            "Failed to allocate new code arena struct for perf trampoline",
-            NULL);
-        perf.status = PERF_STATUS_FAILED;
-        return -1;
+        return NULL;
     }
     arena->start_addr = memory;
     arena->current_addr = memory;
@@ -364,23 +432,40 @@ new_code_arena(void)
     arena->prev = perf.arena;
     perf.arena = arena;
     perf.code_size = code_size;
-    return 0;
+    return arena;
 }
 
+/* The newest arena laid out for chunk_size with a free slot, mapping one if
+   there is none.  One arena of each slot size is filled at a time, so
+   switching backends back and forth maps nothing new. */
+static code_arena_t *
+arena_with_room(size_t chunk_size)
+{
+    for (code_arena_t *a = perf.arena; a != NULL; a = a->prev) {
+        if (a->chunk_size == chunk_size) {
+            if (a->size_left >= chunk_size) {
+                return a;
+            }
+            break;       // older arenas of this size are full too
+        }
+    }
+    return new_code_arena(chunk_size);
+}
+
+static size_t
+chunk_size_for(size_t padding)
+{
+    return (template_size() + padding + 15) & ~(size_t)15;
+}
+
+/* A fresh trampoline for the backend in use.  NULL with an exception set if
+   no executable memory can be had. */
 static py_trampoline
 compile_trampoline(void)
 {
-    code_arena_t *arena = perf.arena;
-    size_t wanted = (perf.code_size + perf.code_padding + 15) & ~(size_t)15;
-    if (arena == NULL || arena->size_left < arena->chunk_size
-        || arena->chunk_size != wanted)
-    {
-        // (a backend with another padding starts a new arena; the rest of
-        // the old one stays unused but mapped)
-        if (new_code_arena() < 0) {
-            return NULL;
-        }
-        arena = perf.arena;
+    code_arena_t *arena = arena_with_room(perf.chunk_size);
+    if (arena == NULL) {
+        return NULL;
     }
     py_trampoline trampoline = (py_trampoline)(void *)arena->current_addr;
     arena->current_addr += arena->chunk_size;
@@ -388,33 +473,88 @@ compile_trampoline(void)
     return trampoline;
 }
 
-/* Trampoline of a code object, creating and publishing it on first use.
-   Returns NULL (no exception set) if none can be had. */
-static py_trampoline
-get_trampoline(PyCodeObject *co)
+static void
+free_code_entry(void *entry)
 {
-    void *f = NULL;
-    if (_PyCode_GetExtra((PyObject *)co, perf.extra_code_index, &f) == 0
-        && f != NULL)
-    {
-        return (py_trampoline)f;
-    }
-    PyObject *et, *ev, *tb;
-    PyErr_Fetch(&et, &ev, &tb);     // may be called with an exception set
-    py_trampoline new_trampoline = compile_trampoline();
-    if (new_trampoline != NULL) {
-        if (_PyCode_SetExtra((PyObject *)co, perf.extra_code_index,
-                             (void *)new_trampoline) < 0) {
-            new_trampoline = NULL;  // slot wasted; run untracked this time
-        }
-        else {
-            perf.api.write_state(perf.state, (const void *)new_trampoline,
-                                 (unsigned int)perf.code_size, co);
-        }
+    PyMem_RawFree(entry);
+}
+
+/* Called with the evaluator's executable memory exhausted or refused while
+   running: say so once and stop (nothing to publish to any more). */
+static void
+trampoline_failed_while_running(void)
+{
+    if (!perf.arena_failure_reported) {
+        perf.arena_failure_reported = 1;
+        _PyErr_WriteUnraisableMsg("in the perf trampoline; it is deactivated",
+                                  NULL);
     }
     PyErr_Clear();
+    perf.status = PERF_STATUS_FAILED;
+    PyInterpreterState *interp = _PyInterpreterState_GET();
+    if (_PyInterpreterState_GetEvalFrameFunc(interp)
+        == py_trampoline_evaluator)
+    {
+        _PyInterpreterState_SetEvalFrameFunc(interp, _PyEval_EvalFrameDefault);
+    }
+}
+
+/* Slow path of get_trampoline(): give co an entry, a trampoline with room
+   for the backend in use, and publish it to that backend's output. */
+static py_trampoline
+publish_trampoline(PyCodeObject *co, code_entry_t *entry)
+{
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);     // may be called with an exception set
+    py_trampoline result = NULL;
+    if (entry == NULL) {
+        entry = PyMem_RawCalloc(1, sizeof(code_entry_t));
+        if (entry == NULL) {
+            goto done;              // run untracked this time
+        }
+        if (_PyCode_SetExtra((PyObject *)co, perf.extra_code_index,
+                             entry) < 0) {
+            PyMem_RawFree(entry);
+            goto done;
+        }
+    }
+    if (entry->trampoline == NULL || entry->chunk_size < perf.chunk_size) {
+        // A trampoline laid out without the room this backend needs after
+        // it (perf_jit) gets a new one; the old one stays mapped: it may be
+        // on some C stack.
+        py_trampoline fresh = compile_trampoline();
+        if (fresh == NULL) {
+            trampoline_failed_while_running();
+            goto done;
+        }
+        entry->trampoline = fresh;
+        entry->chunk_size = perf.chunk_size;
+        memset(entry->published, 0, sizeof(entry->published));
+    }
+    perf.api.write_state(perf.state, (const void *)entry->trampoline,
+                         (unsigned int)perf.code_size, co);
+    entry->published[perf.output] = perf.output_gen[perf.output];
+    result = entry->trampoline;
+done:
+    PyErr_Clear();
     PyErr_Restore(et, ev, tb);
-    return new_trampoline;
+    return result;
+}
+
+/* Trampoline of a code object, published to the output in use.  Returns NULL
+   (no exception set) if none can be had. */
+static inline py_trampoline
+get_trampoline(PyCodeObject *co)
+{
+    code_entry_t *entry = NULL;
+    (void)_PyCode_GetExtra((PyObject *)co, perf.extra_code_index,
+                           (void **)&entry);   // never fails for a code object
+    if (entry != NULL
+        && entry->published[perf.output] == perf.output_gen[perf.output])
+    {
+        return entry->trampoline;
+    }
+    return publish_trampoline(co, entry);
 }
 
 static PyObject *
@@ -429,38 +569,13 @@ py_trampoline_evaluator(PyThreadState *ts, _PyPerf_Frame *frame, int throwflag)
     return _PyEval_EvalFrameDefault(ts, frame, throwflag);
 }
 
-int
-PyUnstable_PerfTrampoline_CompileCode(PyCodeObject *co)
-{
-    if (perf.status != PERF_STATUS_OK) {
-        return 0;
-    }
-    get_trampoline(co);
-    return 0;
-}
-
-static void
-free_backend_state(void)
-{
-    if (perf.state_ready) {
-        perf.state_ready = 0;
-        if (perf.api.free_state != NULL) {
-            perf.api.free_state(perf.state);
-        }
-        perf.state = NULL;
-        // Code objects that already have a trampoline were published to the
-        // old backend only: use fresh trampolines from now on.
-        perf.extra_code_index = -1;
-    }
-}
-
 /* Called by a backend's init_state: reserve `padding` bytes after each
    trampoline (the jitdump backend needs room for the unwinding data that
    perf inject maps after the code). */
 void
 _PyPerfTrampoline_SetCodePadding(size_t padding)
 {
-    perf.code_padding = padding;
+    perf.pending_padding = padding;
 }
 
 static int
@@ -475,6 +590,58 @@ has_foreign_hook(PyInterpreterState *interp)
 {
     _PyFrameEvalFunction cur = _PyInterpreterState_GetEvalFrameFunc(interp);
     return cur != _PyEval_EvalFrameDefault && cur != py_trampoline_evaluator;
+}
+
+static void
+stop_backend(void)
+{
+    if (perf.state_ready) {
+        perf.state_ready = 0;
+        if (perf.api.free_state != NULL) {
+            perf.api.free_state(perf.state);
+        }
+        perf.state = NULL;
+    }
+}
+
+/* Start the requested backend, or leave everything as it was.
+
+   The new backend's state and an arena with its slot size are made first;
+   only when both exist is the old backend stopped and the new one put in
+   its place.  Returns -1 with an exception set on failure. */
+static int
+start_backend(void)
+{
+    _PyPerf_Callbacks cb = perf.requested;
+    perf.pending_padding = 0;
+    void *state = NULL;
+    if (cb.init_state != NULL) {
+        state = cb.init_state();
+        if (state == NULL && PyErr_Occurred()) {
+            return -1;
+        }
+    }
+    size_t chunk_size = chunk_size_for(perf.pending_padding);
+    if (arena_with_room(chunk_size) == NULL) {
+        if (cb.free_state != NULL) {
+            cb.free_state(state);
+        }
+        return -1;
+    }
+    stop_backend();
+    perf.api = cb;
+    perf.state = state;
+    perf.state_ready = 1;
+    perf.chunk_size = chunk_size;
+    perf.output = output_of(&cb);
+    long pid = (long)getpid();
+    if (perf.output == OUTPUT_OTHER || perf.output_pid[perf.output] != pid) {
+        // A new file (first start in this process, or a forked child's own):
+        // every code object is published to it again on its next call.
+        perf.output_gen[perf.output]++;
+        perf.output_pid[perf.output] = pid;
+    }
+    return 0;
 }
 
 #endif  /* PY_HAVE_PERF_TRAMPOLINE */
@@ -501,12 +668,14 @@ _PyPerfTrampoline_GetCallbacks(_PyPerf_Callbacks *callbacks)
         return;
     }
 #ifdef PY_HAVE_PERF_TRAMPOLINE
-    *callbacks = perf.api;
+    *callbacks = perf.requested;
 #else
     memset(callbacks, 0, sizeof(*callbacks));
 #endif
 }
 
+/* Select the backend the next activation starts.  Nothing is stopped here:
+   the backend in use keeps running until a new one has started. */
 int
 _PyPerfTrampoline_SetCallbacks(_PyPerf_Callbacks *callbacks)
 {
@@ -514,8 +683,7 @@ _PyPerfTrampoline_SetCallbacks(_PyPerf_Callbacks *callbacks)
         return -1;
     }
 #ifdef PY_HAVE_PERF_TRAMPOLINE
-    free_backend_state();
-    perf.api = *callbacks;
+    perf.requested = *callbacks;
 #endif
     return 0;
 }
@@ -536,11 +704,12 @@ _PyPerfTrampoline_Init(int activate)
         perf.status = PERF_STATUS_NO_INIT;
         return 0;
     }
-    if (perf.api.write_state == NULL) {
-        perf.api = _Py_perfmap_callbacks;
+    if (perf.requested.write_state == NULL) {
+        perf.requested = _Py_perfmap_callbacks;
     }
     if (perf.extra_code_index == -1 || perf.extra_interp != interp) {
-        Py_ssize_t index = _PyEval_RequestCodeExtraIndex(NULL);
+        // Once per interpreter: the entries outlive backend switches.
+        Py_ssize_t index = _PyEval_RequestCodeExtraIndex(free_code_entry);
         if (index < 0) {
             PyErr_SetString(PyExc_RuntimeError,
                             "perf trampoline: no code object extra index "
@@ -550,15 +719,20 @@ _PyPerfTrampoline_Init(int activate)
         perf.extra_code_index = index;
         perf.extra_interp = interp;
     }
-    if (!perf.state_ready) {
-        perf.code_padding = 0;
-        perf.state = perf.api.init_state ? perf.api.init_state() : NULL;
-        perf.state_ready = 1;
+    if (!perf.state_ready
+        || perf.requested.write_state != perf.api.write_state
+        || perf.requested.init_state != perf.api.init_state
+        || perf.requested.free_state != perf.api.free_state)
+    {
+        if (start_backend() < 0) {
+            return -1;
+        }
     }
-    if (perf.arena == NULL && new_code_arena() < 0) {
-        return -1;
+    else if (arena_with_room(perf.chunk_size) == NULL) {
+        return -1;    // executable memory refused since the last start
     }
     perf.status = PERF_STATUS_OK;
+    perf.arena_failure_reported = 0;
     if (!is_ours(interp)) {
         _PyInterpreterState_SetEvalFrameFunc(interp, py_trampoline_evaluator);
         _PyPerf_AFTER_HOOK_INSTALLED();
@@ -576,7 +750,9 @@ _PyPerfTrampoline_Fini(void)
         _PyInterpreterState_SetEvalFrameFunc(interp, _PyEval_EvalFrameDefault);
     }
     perf.status = PERF_STATUS_NO_INIT;
-    free_backend_state();
+    stop_backend();
+    _PyPerfJit_CloseDump();
+    // The interpreter goes away with its co_extra indices.
     perf.extra_code_index = -1;
     perf.extra_interp = NULL;
 #endif
@@ -589,6 +765,17 @@ _PyPerfTrampoline_FreeArenas(void)
     /* Deliberately a no-op: trampolines may still be on some C stack (other
        threads, a forked child); the arenas stay mapped and are reused if the
        runtime is initialized again. */
+}
+
+int
+PyUnstable_PerfTrampoline_CompileCode(PyCodeObject *co)
+{
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+    if (perf.status == PERF_STATUS_OK && is_ours(_PyInterpreterState_GET())) {
+        (void)get_trampoline(co);
+    }
+#endif
+    return 0;
 }
 
 int
@@ -611,32 +798,29 @@ _PyPerfTrampoline_AfterFork_Child(void)
     if (!perf.state_ready) {
         return _PyStatus_OK();
     }
-    if (perf.persist_after_fork
-        && perf.api.write_state == _Py_perfmap_callbacks.write_state)
-    {
+    if (perf.persist_after_fork && perf.output == OUTPUT_PERF_MAP) {
         /* Keep the inherited trampolines: the child's map starts as a copy of
-           the parent's map and grows with the child's new code. */
+           the parent's map, so every entry published there stays published,
+           and grows with the child's new code. */
         char filename[100];
         snprintf(filename, sizeof(filename), "/tmp/perf-%ld.map",
                  parent_map_pid >= 0 ? parent_map_pid : (long)getppid());
         if (PyUnstable_CopyPerfMapFile(filename) != 0) {
             return _PyStatus_ERR("Failed to copy perf map file.");
         }
+        perf.output_pid[OUTPUT_PERF_MAP] = (long)getpid();
         return _PyStatus_OK();
     }
-    /* Start over in the child: its own map / jitdump file and fresh
-       trampolines for every code object it runs.  Nothing is unmapped: the
-       child is itself running on inherited trampolines. */
+    /* Start over in the child with files of its own: the inherited
+       trampolines are published to them again as the child calls them.
+       Nothing is unmapped: the child is itself running on inherited
+       trampolines. */
     int was_active = _PyIsPerfTrampolineActive();
-    perf.state_ready = 0;          // inherited state: let the backend reset
-    if (perf.api.free_state != NULL) {
-        perf.api.free_state(perf.state);
-    }
-    perf.state = NULL;
-    perf.extra_code_index = -1;
+    stop_backend();     // the jitdump backend drops the parent's descriptor
     if (was_active) {
         PyObject *et, *ev, *tb;
         PyErr_Fetch(&et, &ev, &tb);
+        perf.requested = perf.api;
         if (_PyPerfTrampoline_Init(1) < 0) {
             PyErr_Clear();
             _PyInterpreterState_SetEvalFrameFunc(_PyInterpreterState_GET(),
@@ -668,7 +852,26 @@ _PyPerfTrampoline_InitFromConfig(int mode)
     if (_PyPerfTrampoline_SetCallbacks(cb) < 0
         || _PyPerfTrampoline_Init(1) < 0)
     {
-        return -1;
+        /* A profiling aid that cannot start (no executable memory, no
+           writable /tmp) is no reason to refuse to run the program: say so
+           once and run without it. */
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        PyErr_NormalizeException(&et, &ev, &tb);
+        PyObject *text = ev != NULL ? PyObject_Str(ev) : NULL;
+        const char *why = text != NULL ? PyUnicode_AsUTF8(text) : NULL;
+        PyErr_Clear();
+        fprintf(stderr,
+                "Python: warning: the perf trampoline (%s) could not be "
+                "started, running without it: %s\n",
+                mode == 2 ? "-X perf_jit, PYTHON_PERF_JIT_SUPPORT"
+                          : "-X perf, PYTHONPERFSUPPORT",
+                why != NULL ? why : "unknown error");
+        fflush(stderr);
+        Py_XDECREF(text);
+        Py_XDECREF(et);
+        Py_XDECREF(ev);
+        Py_XDECREF(tb);
     }
 #endif
     return 0;
@@ -694,16 +897,13 @@ _PyPerfTrampoline_SysActivate(const char *backend)
         PyErr_Format(PyExc_ValueError, "invalid backend: %s", backend);
         return NULL;
     }
-    if (perf.api.write_state != cb->write_state) {
-        if (_PyPerfTrampoline_SetCallbacks(cb) < 0) {
-            PyErr_SetString(PyExc_ValueError,
-                            cb == &_Py_perfmap_callbacks
-                            ? "can't activate perf trampoline"
-                            : "can't activate perf jit trampoline");
-            return NULL;
-        }
-    }
-    if (_PyPerfTrampoline_Init(1) < 0) {
+    _PyPerf_Callbacks previous = perf.requested;
+    if (_PyPerfTrampoline_SetCallbacks(cb) < 0
+        || _PyPerfTrampoline_Init(1) < 0)
+    {
+        // Nothing changed: the backend in use (if any) is still the one
+        // the next activation without a switch would use.
+        perf.requested = previous;
         return NULL;
     }
     Py_RETURN_NONE;

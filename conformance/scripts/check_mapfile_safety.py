@@ -4,11 +4,15 @@
 1. A process plants a symlink /tmp/perf-<its own pid>.map -> a target file,
    then calls sys.activate_stack_trampoline("perf") and runs functions.
    The target must stay empty and the symlink must stay a symlink (the map is
-   opened with O_NOFOLLOW); the process must keep working.
+   opened with O_NOFOLLOW); the process must keep working.  The activation
+   may go on without a map (upstream) or be refused with an OSError naming
+   the map and ELOOP (the fix series: a backend that cannot open its output
+   refuses to start), and then the trampoline must be off.
 2. A normal -X perf run creates the map with mode 0600 (even with umask 0).
 3. The map's descriptor is close-on-exec: a program exec'd by a -X perf
    process (with close_fds=False) does not inherit it.
 """
+import errno
 import json
 import os
 import subprocess
@@ -19,12 +23,18 @@ import json, os, sys
 target = sys.argv[1]
 link = "/tmp/perf-%d.map" % os.getpid()
 os.symlink(target, link)
-sys.activate_stack_trampoline("perf")
+refused = None
+try:
+    sys.activate_stack_trampoline("perf")
+except OSError as exc:
+    refused = [exc.errno, str(exc)]
 def after_symlink(n):
     return n * 2
 results = [after_symlink(i) for i in range(10)]
+active = sys.is_stack_trampoline_active()
 sys.deactivate_stack_trampoline()
-print(json.dumps({"link": link, "ok": results == [i * 2 for i in range(10)]}))
+print(json.dumps({"link": link, "ok": results == [i * 2 for i in range(10)],
+                  "refused": refused, "active": active}))
 '''
 
 MODE_CHILD = r'''
@@ -71,6 +81,13 @@ def main():
         fail("the planted symlink was replaced")
     if size != 0:
         fail(f"map entries were written through the symlink ({size} bytes in the target)")
+    if res["refused"] is not None:
+        err, text = res["refused"]
+        if err != errno.ELOOP or "perf-" not in text:
+            fail(f"activation refused with an unexpected error: {res['refused']}")
+        if res["active"]:
+            fail("activation was refused but is_stack_trampoline_active() says True")
+        print(f"ok   activation refused: {text}")
     print("ok   planted symlink not followed, target untouched")
 
     old = os.umask(0)

@@ -50,7 +50,9 @@ typedef PyFrameObject _PyPerf_Frame;
 
 /* ---- backends --------------------------------------------------------- */
 
-/* Same shape as upstream's _PyPerf_Callbacks. */
+/* Same shape as upstream's _PyPerf_Callbacks.  init_state returns NULL with
+   an exception set when the backend cannot start (the activation then fails
+   and nothing changes); the backends here return a non-NULL state. */
 typedef struct {
     // Callback to initialize the trampoline state
     void* (*init_state)(void);
@@ -75,6 +77,12 @@ extern PyStatus _PyPerfTrampoline_AfterFork_Child(void);
 #ifdef PY_HAVE_PERF_TRAMPOLINE
 extern _PyPerf_Callbacks _Py_perfmap_callbacks;
 extern _PyPerf_Callbacks _Py_perfmap_jit_callbacks;
+/* The jitdump stays open across backend switches (its free_state only
+   pauses it, so that records written before a switch are kept); this ends
+   it with a JIT_CODE_CLOSE record when the interpreter is finalized. */
+extern void _PyPerfJit_CloseDump(void);
+/* Set OSError(err, "perf trampoline: <what>: <strerror(err)>"). */
+extern void _PyPerf_SetOSError(int err, const char *what);
 #endif
 
 /* Start the trampoline selected at startup (mode 1: perf map, 2: perf_jit).

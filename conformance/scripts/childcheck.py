@@ -1,0 +1,86 @@
+"""Helpers shared by the check scripts that run a child interpreter (not a check itself).
+
+Stdlib only.  Named so that test_checks.py, which runs every check_*.py as a
+check, leaves it alone; it is copied into /src next to the check scripts, so a
+check run as `python3 /src/check_x.py` imports it with `import childcheck`.
+"""
+import json
+import signal
+import struct
+
+JITDUMP_MAGIC = 0x4A695444
+JITDUMP_HEADER_SIZE = 40
+JIT_CODE_LOAD = 0
+JIT_CODE_UNWINDING_INFO = 4  # the highest record id of the jitdump specification
+
+
+def describe_exit(code):
+    """A subprocess return code in words: "exit status N" or "killed by SIGNAME"."""
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit status {code}"
+
+
+def child_reports(stdout):
+    """The JSON lines a child printed, by their "phase" (the last one of a phase wins); other lines are skipped."""
+    reports = {}
+    for line in stdout.splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        reports[rec.get("phase")] = rec
+    return reports
+
+
+def jitdump_code_loads(dump):
+    """Walk a jitdump (its path, or its bytes): (JIT_CODE_LOAD names, record count, problem or None).
+
+    The problem is the first thing that makes the file malformed: fewer than 40
+    bytes, a magic other than 0x4A695444, a version other than 1 or a header
+    size other than 40, a record header cut off by the end of the file, a
+    record id above JIT_CODE_UNWINDING_INFO, a record total_size below 16 or
+    past the end of the file (so a well-formed walk ends exactly at EOF), a
+    code load without a NUL-terminated name.  After a bad header field, an
+    unknown record id or a name without NUL the walk goes on, so the names and
+    the count cover every record that can still be walked; a bad size ends it.
+    """
+    if isinstance(dump, (bytes, bytearray)):
+        data = bytes(dump)
+    else:
+        with open(dump, "rb") as fh:
+            data = fh.read()
+    if len(data) < JITDUMP_HEADER_SIZE:
+        return [], 0, f"{len(data)} bytes, no header"
+    magic, version, header_size = struct.unpack_from("<III", data, 0)
+    if magic != JITDUMP_MAGIC:
+        return [], 0, f"bad magic {magic:#x}"
+    problems = []
+    if version != 1 or header_size != JITDUMP_HEADER_SIZE:
+        problems.append(f"version {version}, header size {header_size}")
+    names, count, off = [], 0, header_size
+    while off < len(data):
+        if off + 16 > len(data):
+            problems.append(f"truncated record header at offset {off} of {len(data)}")
+            break
+        rid, size, _ts = struct.unpack_from("<IIQ", data, off)
+        bad_size = size < 16 or off + size > len(data)
+        if rid > JIT_CODE_UNWINDING_INFO or bad_size:
+            problems.append(f"record id {rid:#x}, size {size} at offset {off} of {len(data)} "
+                            f"({data.count(struct.pack('<I', JITDUMP_MAGIC))} jitdump headers in the file)")
+            if bad_size:
+                break
+        elif rid == JIT_CODE_LOAD:
+            body = data[off + 16:off + size]
+            # u32 pid, u32 tid, u64 vma, u64 code_addr, u64 code_size, u64 code_index, name\0
+            end = body.find(b"\0", 40)
+            if end < 0:
+                problems.append(f"code load without a NUL-terminated name at {off}")
+            else:
+                names.append(body[40:end].decode("utf-8", "replace"))
+        count += 1
+        off += size
+    return names, count, problems[0] if problems else None
