@@ -102,6 +102,27 @@ class ChainReport:
         )
 
 
+# Of the samples inside a chain's leaf, the share that must carry the whole chain, per perf mode: the
+# conformance suite's bar (conformance/conftest.assert_chain) and the fidelity benchmark's target
+# (cpython_perf.fidelity) are this one table.  Frame pointers are walked by the kernel at every sample:
+# a miss is a broken trampoline frame, so 95%.  perf_jit's dwarf unwinding of a copied stack through
+# jitted code (perf inject --jit) may lose a few samples (a sample in a trampoline's prologue, a
+# truncated copy), so 90%.  Every recording made here measured 100% in both modes; a regression that
+# breaks one stack in three (67%) fails either bar.
+CHAIN_FRACTION_TARGETS = {"perf": 0.95, "perf_jit": 0.90}
+
+
+def min_chain_fraction(mode: str) -> float:
+    """The share of the leaf's samples that must carry the whole chain when the run used perf mode `mode`
+    ("perf": frame pointers, "perf_jit": jitdump + dwarf).  samply's runs are judged by the mode the
+    interpreter ran in, as perf's are."""
+    try:
+        return CHAIN_FRACTION_TARGETS[mode]
+    except KeyError:
+        raise ValueError(f"no chain-fraction target for perf mode {mode!r} "
+                         f"(known: {', '.join(CHAIN_FRACTION_TARGETS)})") from None
+
+
 def chain_report(samples: list[Sample], chain: list[str], comm_prefix: str = "python") -> ChainReport:
     """Measure chain (leaf first) over the samples of processes whose comm starts with comm_prefix.
 

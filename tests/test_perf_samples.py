@@ -2,9 +2,12 @@ from __future__ import annotations
 
 import pytest
 
+from cpython_perf import fidelity
+from cpython_perf.matrix import PERF_MODES
 from cpython_perf.perf_samples import (
     PerfScriptError,
     chain_report,
+    min_chain_fraction,
     parse_perf_script,
     py_symbol,
     python_frame_count,
@@ -59,6 +62,23 @@ def test_chain_report_counts_only_samples_inside_foo():
     assert report.fraction == 0.5
     assert report.example_bad == [[CHAIN[0], CHAIN[3]]]
     assert "1 of 2 samples" in report.summary()
+
+
+def test_min_chain_fraction_per_mode():
+    assert min_chain_fraction("perf") == 0.95
+    assert min_chain_fraction("perf_jit") == 0.90
+    # every mode the matrix knows has a bar; the fidelity benchmark's targets are the same table
+    assert {m: min_chain_fraction(m) for m in PERF_MODES} == fidelity.TARGETS
+    with pytest.raises(ValueError, match="perf_jitt.*known: perf, perf_jit"):
+        min_chain_fraction("perf_jitt")
+
+
+def test_min_chain_fraction_fails_one_broken_stack_in_three():
+    """The bar is what makes the seed test able to fail: 2 of 3 good stacks (the old 50% bar passed
+    it) fails both modes; 19 of 20 passes frame pointers, 9 of 10 passes perf_jit."""
+    assert 2 / 3 < min_chain_fraction("perf_jit") < min_chain_fraction("perf")
+    assert 19 / 20 >= min_chain_fraction("perf") and 18 / 20 < min_chain_fraction("perf")
+    assert 9 / 10 >= min_chain_fraction("perf_jit") and 17 / 20 < min_chain_fraction("perf_jit")
 
 
 def test_chain_must_be_in_order():
