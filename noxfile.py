@@ -7,6 +7,7 @@
   nox -s unit                 unit tests of the driver only (no Docker)
   nox -s x86_64               build and check every x86_64 cell (the whole host matrix; not in CI)
   nox -s aarch64              build and check every aarch64 cell (cross builds, qemu-user, qemu-system guests)
+  nox -s i386                 build and check the build-only i386 cells (native, no trampoline: no perf)
 """
 
 import sys
@@ -16,7 +17,7 @@ import nox
 
 sys.path.insert(0, str(Path(__file__).parent))
 from cpython_perf.errors import MatrixError  # noqa: E402
-from cpython_perf.matrix import HOST_ARCH, load_matrix  # noqa: E402
+from cpython_perf.matrix import ARCH_FACTS, load_matrix  # noqa: E402
 
 try:
     MATRIX = load_matrix()
@@ -97,7 +98,9 @@ def _cell_sessions(cell):
         _pytest(session, "conformance", "--cell", cell.name, "-ra", f"--junitxml=results/{cell.name}/junit.xml")
 
     build.__doc__ = f"Build cpython-perf:{cell.name} (CPython {cell.recipe.version}, {cell.variant.description})."
-    conformance.__doc__ = f"Real perf in cpython-perf:{cell.name}; modes: {', '.join(cell.modes) or 'none'}."
+    conformance.__doc__ = (f"Build-only checks of cpython-perf:{cell.name} (no perf trampoline on {cell.arch})."
+                           if cell.build_only else
+                           f"Real perf in cpython-perf:{cell.name}; modes: {', '.join(cell.modes) or 'none'}.")
     nox.session(name=f"build-{cell.name}", default=False)(build)
     nox.session(name=f"conformance-{cell.name}", default=False)(conformance)
 
@@ -112,8 +115,14 @@ def _arch_session(arch):
         selected = [arg for cell in cells for arg in ("--cell", cell.name)]
         _pytest(session, "conformance", *selected, "-ra", f"--junitxml=results/{arch}/junit.xml")
 
-    how = ("level 1 under qemu-user, real perf in a qemu-system guest" if arch != HOST_ARCH
-           else "real perf in containers on this host")
+    facts = ARCH_FACTS[arch]
+    if not facts.native:
+        how = "level 1 under qemu-user, real perf in a qemu-system guest"
+    elif not facts.trampoline:
+        how = (f"build-only (no perf trampoline): built natively in {arch} containers, the exported C API, "
+               "the refused activation and CPython's test_sys checked")
+    else:
+        how = "real perf in containers on this host"
     run.__doc__ = f"Build and check every {arch} cell ({', '.join(c.name for c in cells)}): {how}."
     nox.session(name=arch, default=False)(run)
 

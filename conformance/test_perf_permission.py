@@ -9,6 +9,8 @@ from cpython_perf.errors import PerfNotPermitted
 
 from conftest import image_for
 
+pytestmark = pytest.mark.needs_perf   # skipped on build-only cells (conftest)
+
 
 def skip_foreign(cell):
     if cell.foreign:

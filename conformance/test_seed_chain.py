@@ -3,8 +3,10 @@
 For each perf mode a cell claims and each way of turning support on
 (-X, environment variable, sys API around the run), perf records the howto's
 script inside the cell and the parsed samples must show the chain, leaf to
-root, in at least half of the samples taken inside foo.  Without activation
-no py:: frame may appear at all.
+root, in at least 95% of the samples taken inside foo with perf (frame
+pointers), 90% with perf_jit (perf_samples.min_chain_fraction; every run here
+measured 100%, so a regression that breaks one stack in three fails).
+Without activation no py:: frame may appear at all.
 
 Foreign-arch cells (aarch64) record in a qemu-system guest booted from their
 image (conftest.GuestRunner), with the cpu-clock event; the same command lines.
@@ -21,6 +23,7 @@ from cpython_perf.report import SEED_PERF_SCRIPT
 
 from conftest import SEED_SCRIPT, assert_chain, dump_reach, guest_skip_reason, results_dir
 
+pytestmark = pytest.mark.needs_perf   # skipped on build-only cells (conftest)
 SCRIPT = SEED_SCRIPT
 SEED_CHAIN = [py_symbol(f, SCRIPT) for f in ("foo", "bar", "baz", "<module>")]
 
@@ -64,7 +67,7 @@ def test_seed_chain(cell_mode, activation, runner_for, record_property):
     samples = record(runner, cell, mode, activation, record_property)
     if activation == "xoption" and mode == cell.modes[0]:
         keep_for_flame_graph(runner, cell)
-    assert_chain(chain_report(samples, chain), f"{mode}, {activation}", record_property)
+    assert_chain(chain_report(samples, chain), mode, f"{mode}, {activation}", record_property)
 
 
 def keep_for_flame_graph(runner, cell) -> None:

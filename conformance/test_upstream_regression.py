@@ -8,7 +8,9 @@ cell fails on any failure that only the patched build has.  A cell without a
 vanilla twin in matrix.yaml is skipped with that reason.
 
 A foreign-arch cell (aarch64, under qemu-user) must pass CPython's test_sys
-outright: its sys functions are what the patches add.
+outright: its sys functions are what the patches add.  A build-only cell
+(i386, no trampoline) has no twin either: its test_sys runs outright in
+test_build_only.py, which is not marked upstream_regression.
 
 Marked `upstream_regression` (minutes per cell): `nox -s conformance-<cell>`
 runs it, `nox -s tests` (CI's smoke run) leaves it out.
@@ -46,6 +48,9 @@ def test_no_new_regrtest_failures(patched_cell, runner_for, record_property):
     if cell.foreign:
         pytest.skip(f"{cell.name} runs under qemu-user: CPython's test_sys must pass there outright "
                     "(test_foreign_arch_test_sys); the full comparison runs on the native cells")
+    if cell.build_only:
+        pytest.skip(f"{cell.name} is build-only and has no vanilla twin: CPython's test_sys must pass there "
+                    "outright (test_build_only.py::test_cpython_test_sys)")
     twin = MATRIX.vanilla_twin(cell)
     if twin is None:
         pytest.skip(f"{cell.name} has no vanilla twin in matrix.yaml (vanilla: true) to compare CPython's tests with")
@@ -82,6 +87,8 @@ FOREIGN_ARCH_TESTS = ["test_sys"]
 
 def test_foreign_arch_test_sys(patched_cell, runner_for, record_property):
     cell = patched_cell
+    if cell.build_only:
+        pytest.skip(f"{cell.name} is build-only: its test_sys runs in test_build_only.py::test_cpython_test_sys")
     if not cell.foreign:
         pytest.skip(f"{cell.name} runs natively: its CPython tests are compared with its vanilla twin")
     parsed = _run(runner_for(cell, perf=False), cell, FOREIGN_ARCH_TESTS)

@@ -35,7 +35,7 @@ def ensure_cell_image(cell: Cell, matrix: Matrix | None = None, log=print) -> st
 
 def rendered_dockerfile(cell: Cell, matrix: Matrix | None = None) -> str:
     matrix = matrix or load_matrix()
-    base = render.host_base_image_tag(matrix.base_suite)
+    base = render.build_base_image_tag(matrix.base_suite, cell.arch)
     if not cell.foreign:
         return render.render_cell_dockerfile(cell, base)
     return render.render_cell_dockerfile(cell, base,

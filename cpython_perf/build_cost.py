@@ -25,7 +25,7 @@ from pathlib import Path
 
 from . import bench, build, host, images, render
 from .errors import DriverError
-from .matrix import PROJECT_ROOT
+from .matrix import HOST_ARCH, PROJECT_ROOT
 
 RESULTS_DIR = PROJECT_ROOT / "results" / "bench"
 GROUP = "build"   # results/bench/build-<UTC time>.json
@@ -43,14 +43,14 @@ def missing_modules(make_output: str) -> list[str]:
 def host_build(inputs: images.CellInputs, log=print) -> dict:
     """Run build-cpython.sh on the host over the cell's build context; seconds and what it could not build."""
     cell = inputs.cell
-    if cell.foreign:
-        raise DriverError(f"{cell.name} is cross-compiled; the host build is measured for host cells")
+    if cell.arch != HOST_ARCH:
+        raise DriverError(f"{cell.name} is built for {cell.arch}; the host build is measured for host cells")
     with tempfile.TemporaryDirectory(prefix=f"cpython-perf-host-{cell.name}-", dir=images._scratch_dir()) as tmp:
         ctx = Path(tmp, "context")
         ctx.mkdir()
         images.prepare_context(inputs, ctx)
         env = dict(os.environ, TARBALL=cell.recipe.filename, SRCDIR=cell.recipe.srcdir, PREFIX=str(Path(tmp, "prefix")),
-                   CFLAGS=cell.variant.cflags, CONFIGURE_ARGS=" ".join(cell.configure_args()))
+                   CFLAGS=cell.cflags, CONFIGURE_ARGS=" ".join(cell.configure_args()))
         log(f"{cell.name}: build-cpython.sh on the host")
         started = time.monotonic()
         done = subprocess.run(["bash", str(render.BUILD_SCRIPT), str(ctx), str(Path(tmp, "work"))], env=env,
@@ -82,7 +82,7 @@ def measure(matrix, cells, cold: bool = True, on_host: bool = True, log=print) -
             entry["cold_seconds"] = round(build.build_cell(cell, matrix, log=quiet, no_cache=True)["seconds"], 1)
         log(f"{cell.name}: no-change rebuild")
         entry["no_change_seconds"] = round(build.build_cell(cell, matrix, log=quiet)["seconds"], 1)
-        if on_host and not cell.foreign:
+        if on_host and cell.arch == HOST_ARCH:
             entry["host"] = host_build(images.cell_inputs(cell, matrix.base_suite, None, quiet, matrix), log)
         out["cells"][cell.name] = entry
     return out

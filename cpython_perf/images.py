@@ -9,6 +9,9 @@ A foreign arch (aarch64) has its own base image, always bootstrapped with
 mmdebstrap --architectures=<arch> (docker/base-packages-<arch>.txt), and its
 cells are cross-compiled on the host base (docker/cell-cross.Dockerfile.j2)
 with the interpreter of a host cell of the same version as the build Python.
+A non-host arch the host kernel runs natively (i386) has its own base image
+too, bootstrapped the same way from the host's list (render.native_base_packages),
+and its cells are built inside it like the host's (docker/cell.Dockerfile.j2).
 
 Cell images are tagged cpython-perf:<cell> only when `docker build` succeeds,
 and carry a label with the digest of every input (Dockerfile, build script,
@@ -30,7 +33,7 @@ from pathlib import Path
 
 from . import host, patches, render, sources
 from .errors import DriverError, ImageBuildFailed
-from .matrix import ARCH_FACTS, PROJECT_ROOT, Cell, Matrix
+from .matrix import ARCH_FACTS, HOST_ARCH, PROJECT_ROOT, Cell, Matrix
 
 BASE_MODE_ENV = "CPYTHON_PERF_BASE_MODE"
 BASE_MODES = ("auto", "registry", "bootstrap")
@@ -78,14 +81,17 @@ def _registry_base_available(client, suite: str, log) -> bool:
         return False
 
 
-def ensure_foreign_base_image(client, suite: str, arch: str, log=print) -> str:
-    """The base image of a foreign arch's cells, bootstrapped with mmdebstrap under qemu-user if missing."""
-    tag = render.foreign_base_image_tag(suite, arch)
+def ensure_arch_base_image(client, suite: str, arch: str, log=print) -> str:
+    """The base image of a non-host arch's cells, bootstrapped with mmdebstrap --architectures if missing:
+    under qemu-user for a foreign arch, natively for one the host kernel runs (i386)."""
+    facts = ARCH_FACTS[arch]
+    tag = render.arch_base_image_tag(suite, arch)
     if _image_exists(client, tag):
         return tag
-    host.ensure_binfmt(ARCH_FACTS[arch], log)
+    if not facts.native:
+        host.ensure_binfmt(facts, log)
     started = time.monotonic()
-    _bootstrap_base(client, suite, render.foreign_base_packages(arch), tag, log, debian_arch=ARCH_FACTS[arch].debian)
+    _bootstrap_base(client, suite, render.arch_base_packages(arch), tag, log, debian_arch=facts.debian)
     log(f"base image {tag} ready (bootstrap mode, {arch}, {time.monotonic() - started:.0f} s)")
     return tag
 
@@ -158,7 +164,7 @@ def cell_inputs(cell: Cell, suite: str, cache_dir: Path | None = None, log=print
     """
     tarball = sources.fetch_source(cell.recipe, cache_dir, log)
     series = patches.read_series(cell.series) if cell.series else []
-    base_tag = render.host_base_image_tag(suite)
+    base_tag = render.build_base_image_tag(suite, cell.arch)
     target_base_tag, build_python = "", None
     if cell.foreign:
         if matrix is None:
@@ -220,13 +226,16 @@ def build_cell_image(client, inputs: CellInputs, suite: str, log=print, base_mod
     )
     if cell.series:
         log(f"series {cell.series.relative_to(PROJECT_ROOT)}: {applied} patches apply to {cell.recipe.srcdir}")
-    ensure_base_image(client, suite, base_mode, log)
+    if cell.arch == HOST_ARCH or cell.foreign:
+        ensure_base_image(client, suite, base_mode, log)   # host cells and cross builds run on the host's base
     if cell.foreign:
-        # the build Python's image first (it is a stage of this build), then the arch's base
+        # the build Python's image first (it is a stage of this build)
         if not image_is_current(client, inputs.build_python):
             log(f"{inputs.build_python.cell.image} (the build Python of {cell.name}) is missing or stale; building it")
             build_cell_image(client, inputs.build_python, suite, log, base_mode)
-        ensure_foreign_base_image(client, suite, cell.arch, log)
+    if cell.arch != HOST_ARCH:
+        # the arch's own base: what a foreign cell is installed on, what a native one (i386) is built in
+        ensure_arch_base_image(client, suite, cell.arch, log)
     with tempfile.TemporaryDirectory(prefix=f"cpython-perf-{cell.name}-", dir=_scratch_dir()) as ctx:
         prepare_context(inputs, Path(ctx))
         return _docker_build(client, Path(ctx), cell.image, log, no_cache)

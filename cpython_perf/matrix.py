@@ -18,7 +18,7 @@ from .errors import MatrixError, UnknownCell
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
-KNOWN_ARCHES = ("x86_64", "aarch64")
+KNOWN_ARCHES = ("x86_64", "aarch64", "i386")
 # The machine every image is built on, and what the other arches need from it.
 HOST_ARCH = "x86_64"
 
@@ -32,11 +32,40 @@ class ArchFacts:
     triplet: str           # GNU triplet (configure --host, cross compiler prefix)
     qemu_system: str = ""  # full-system emulator for real perf in a guest (foreign arches)
     qemu_user: str = ""    # binfmt handler name for running the image's programs (foreign arches)
+    # The host's kernel executes the arch's code itself (x86_64; i386 through the
+    # kernel's IA32 emulation): its cells are built natively in a container of
+    # its own base image and run there without qemu.  Otherwise the arch is
+    # foreign: cross-compiled on the host, run under qemu.
+    native: bool = False
+    # Upstream's configure enables the perf trampoline (PY_HAVE_PERF_TRAMPOLINE)
+    # on x86_64-linux-gnu and aarch64-linux-gnu only; elsewhere -X perf is
+    # ignored and sys.activate_stack_trampoline() raises ValueError, so a cell
+    # there claims no perf mode: it is build-only.
+    trampoline: bool = False
+    # setarch personality every step and command of the image runs under: a
+    # 32-bit userland on the 64-bit kernel, where uname -m (and so configure's
+    # build triplet and platform.machine()) would otherwise say x86_64.
+    personality: str = ""
+    # CPython's PLATFORM_TRIPLET (sys.implementation._multiarch), where it is not the GNU triplet
+    multiarch: str = ""
+    pointer_bits: int = 64
+
+    @property
+    def machine(self) -> str:
+        """What uname -m and platform.machine() say inside the arch's images."""
+        return self.personality or self.name
+
+    @property
+    def platform_triplet(self) -> str:
+        return self.multiarch or self.triplet
 
 
 ARCH_FACTS = {
-    "x86_64": ArchFacts("x86_64", "amd64", "x86_64-linux-gnu"),
-    "aarch64": ArchFacts("aarch64", "arm64", "aarch64-linux-gnu", "qemu-system-aarch64", "qemu-aarch64"),
+    "x86_64": ArchFacts("x86_64", "amd64", "x86_64-linux-gnu", native=True, trampoline=True),
+    "aarch64": ArchFacts("aarch64", "arm64", "aarch64-linux-gnu", "qemu-system-aarch64", "qemu-aarch64",
+                         trampoline=True),
+    "i386": ArchFacts("i386", "i386", "i686-linux-gnu", native=True, personality="i686",
+                      multiarch="i386-linux-gnu", pointer_bits=32),
 }
 PERF_MODES = ("perf", "perf_jit")
 SUPPORT_KINDS = ("native", "backport", "none")
@@ -45,12 +74,12 @@ NATIVE_SINCE = {"perf": (3, 12), "perf_jit": (3, 13)}
 IMAGE_REPOSITORY = "cpython-perf"
 
 _TOP_KEYS = {"smoke_cells", "default_cell", "base_suite", "arches", "default_arches", "variants", "versions",
-             "regression_tests", "profilers"}
+             "regression_tests", "profilers", "arch_cflags"}
 _PROFILER_KEYS = {"suite", "samply", "inferno", "py_spy"}
 _PY_SPY_KEYS = {"version", "sha256"}
 _VARIANT_KEYS = {"description", "cflags", "configure_since", "dwarf_stack_size"}
 _VERSION_KEYS = {"recipe", "support", "series", "additions", "cells"}
-_CELL_KEYS = {"modes", "arches", "vanilla"}
+_CELL_KEYS = {"modes", "arches", "vanilla", "build_only"}
 _RECIPE_KEYS = {"version", "url", "sha256", "size", "debian", "configure"}
 _DEBIAN_KEYS = {"package", "suite", "file"}
 
@@ -204,11 +233,26 @@ class Cell:
     # against which CPython's own regression tests of the patched cell are
     # compared.  A backport's twin claims no modes and offers no backends.
     vanilla: bool = False
+    # Extra CFLAGS of every cell of its arch (matrix.yaml `arch_cflags:`),
+    # e.g. aarch64's -mbranch-protection=standard
+    arch_cflags: str = ""
+
+    @property
+    def cflags(self) -> str:
+        """The CFLAGS the cell is configured with: its variant's, then its arch's."""
+        return " ".join(f for f in (self.variant.cflags, self.arch_cflags) if f)
 
     @property
     def foreign(self) -> bool:
-        """Built by cross-compiling on the host; run under qemu (user mode in Docker, system mode for perf)."""
-        return self.arch != HOST_ARCH
+        """Built by cross-compiling on the host; run under qemu (user mode in Docker, system mode for perf).
+        False for the host's arch and for arches the host kernel runs natively (i386)."""
+        return not self.arch_facts.native
+
+    @property
+    def build_only(self) -> bool:
+        """The arch has no perf trampoline upstream (i386): the cell claims no mode, nothing is recorded
+        with perf; its build, exported C API, refused activation and CPython's test_sys are checked."""
+        return not self.arch_facts.trampoline
 
     @property
     def arch_facts(self) -> ArchFacts:
@@ -256,6 +300,8 @@ class Matrix:
     regression_tests: tuple[str, ...] = ()
     # Debian packages of the tools image, pinned
     profilers: "ProfilerPins | None" = None
+    # arch -> extra CFLAGS of every cell of that arch
+    arch_cflags: dict[str, str] = field(default_factory=dict)
 
     def cell(self, name: str) -> Cell:
         try:
@@ -386,7 +432,7 @@ def load_matrix(path: Path | None = None) -> Matrix:
         raise where.error(data, "default_arches", f"default_arches must be a list of arches from arches ({', '.join(arches)})")
 
     matrix = Matrix(path, root, str(data.get("base_suite") or "trixie"), tuple(arches), variants,
-                    default_arches=tuple(default_arches))
+                    default_arches=tuple(default_arches), arch_cflags=_load_arch_cflags(where, data))
 
     versions = where.require(data, "versions", "matrix.yaml")
     if not isinstance(versions, dict) or not versions:
@@ -418,6 +464,25 @@ def load_matrix(path: Path | None = None) -> Matrix:
             raise MatrixError(f"{path}: {cell.name} is cross-compiled, which needs a {HOST_ARCH} cell of "
                               f"{cell.version} to provide the build Python; {cell.version} has none")
     return matrix
+
+
+def _load_arch_cflags(where: _Where, data) -> dict[str, str]:
+    """matrix.yaml `arch_cflags:` {arch: extra CFLAGS of every cell of that arch}."""
+    spec = data.get("arch_cflags")
+    if spec is None:
+        return {}
+    if not isinstance(spec, dict):
+        raise where.error(data, "arch_cflags", "arch_cflags must map an arch to a string of extra CFLAGS")
+    for arch, flags in spec.items():
+        # a known arch the matrix does not build (now) may keep its flags
+        if arch not in KNOWN_ARCHES:
+            raise where.error(spec, arch, f"unknown arch {arch!r} in arch_cflags (known: {', '.join(KNOWN_ARCHES)})")
+        if not isinstance(flags, str) or not flags.strip():
+            raise where.error(spec, arch, f"arch_cflags of {arch} must be a non-empty string of CFLAGS")
+        if any(c in flags for c in "\"'$`\\\n"):
+            raise where.error(spec, arch, f"arch_cflags of {arch} must be plain options (no quotes, $, ` or \\): "
+                                          "they are written into a shell command of the Dockerfile")
+    return {arch: " ".join(flags.split()) for arch, flags in spec.items()}
 
 
 def _load_profilers(where: _Where, data) -> ProfilerPins | None:
@@ -505,6 +570,28 @@ def _load_version(matrix: Matrix, where: _Where, versions, version: str, spec) -
                                   "arches" if "arches" in cell_spec else variant_name,
                                   f"arch {arch!r} of {version}-{variant_name} is not in the matrix's arches "
                                   f"({', '.join(matrix.arches)})")
+            if not ARCH_FACTS[arch].trampoline:
+                raise where.error(cell_spec if "arches" in cell_spec else cells,
+                                  "arches" if "arches" in cell_spec else variant_name,
+                                  f"{arch} has no perf trampoline upstream (configure enables it on x86_64 and "
+                                  f"aarch64 Linux only): list it under build_only of {version}-{variant_name}")
+        # build_only: arches without the trampoline where the cell is built and
+        # its interpreter checked, with no perf mode (e.g. i386)
+        build_only = cell_spec.get("build_only") or []
+        if not isinstance(build_only, list):
+            raise where.error(cell_spec, "build_only", "build_only must be a list of arches")
+        for arch in build_only:
+            if arch not in matrix.arches:
+                raise where.error(cell_spec, "build_only",
+                                  f"build-only arch {arch!r} of {version}-{variant_name} is not in the matrix's "
+                                  f"arches ({', '.join(matrix.arches)})")
+            if ARCH_FACTS[arch].trampoline:
+                raise where.error(cell_spec, "build_only",
+                                  f"{arch} has the perf trampoline: list it under arches of "
+                                  f"{version}-{variant_name}, where the cell's modes are checked")
+            if not ARCH_FACTS[arch].native:
+                raise where.error(cell_spec, "build_only",
+                                  f"build-only cells are built natively; the host does not run {arch} code")
         # vanilla: true (a twin on every arch of the cell) or a list of arches
         vanilla = cell_spec.get("vanilla", False)
         if isinstance(vanilla, bool):
@@ -528,6 +615,7 @@ def _load_version(matrix: Matrix, where: _Where, versions, version: str, spec) -
                 series=series_path,
                 additions=tuple(additions),
                 backends=backends,
+                arch_cflags=matrix.arch_cflags.get(arch, ""),
             )
             matrix.cells[cell.name] = cell
             if arch in vanilla_arches:
@@ -539,3 +627,9 @@ def _load_version(matrix: Matrix, where: _Where, versions, version: str, spec) -
                                modes=cell.modes if native_only else (),
                                backends=tuple(sorted(native, key=PERF_MODES.index)) if native_only else ())
                 matrix.cells[twin.name] = twin
+        for arch in build_only:
+            # the patched build (series and additions), with no mode and no backend: the interpreter offers none
+            cell = Cell(version=version, variant=matrix.variants[variant_name], arch=arch, modes=(),
+                        support=support, recipe=recipe, series=series_path, additions=tuple(additions),
+                        arch_cflags=matrix.arch_cflags.get(arch, ""))
+            matrix.cells[cell.name] = cell

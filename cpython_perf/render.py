@@ -51,6 +51,8 @@ def host_base_image_tag(suite: str) -> str:
 
 def foreign_base_image_tag(suite: str, arch: str) -> str:
     """Tag of a foreign arch's base image (foreign_base_packages)."""
+    if ARCH_FACTS[arch].native:
+        raise ValueError(f"{arch} runs natively on the host: it has no foreign base image")
     return base_image_tag(suite, foreign_base_packages(arch), arch)
 
 
@@ -65,6 +67,42 @@ def foreign_base_packages(arch: str) -> list[str]:
     if not own.is_file():
         raise FileNotFoundError(f"{own} is missing: the package list of the {arch} base image")
     return build_dependency_packages() + base_packages(own)
+
+
+# Packages of the host list that only perf recordings use: left out of the base of an arch without the trampoline
+PERF_ONLY_PACKAGES = ("linux-perf",)
+
+
+def native_base_packages(arch: str) -> list[str]:
+    """Packages of the base image of a non-host arch the host runs natively (i386).
+
+    Its cells are built inside it as the host's are in the host base, so it has
+    the whole host list (toolchain, build dependencies, binutils for nm and
+    readelf), less linux-perf where the arch has no perf trampoline (nothing is
+    recorded there), plus docker/base-packages-<arch>.txt where one exists.
+    """
+    facts = ARCH_FACTS[arch]
+    packages = [p for p in base_packages() if facts.trampoline or p not in PERF_ONLY_PACKAGES]
+    own = DOCKER_DIR / f"base-packages-{arch}.txt"
+    return packages + (base_packages(own) if own.is_file() else [])
+
+
+def arch_base_packages(arch: str) -> list[str]:
+    """Packages of a non-host arch's base image: built natively in it, or a foreign arch's runtime."""
+    return native_base_packages(arch) if ARCH_FACTS[arch].native else foreign_base_packages(arch)
+
+
+def arch_base_image_tag(suite: str, arch: str) -> str:
+    """Tag of a non-host arch's base image (cpython-perf-base:trixie-i386-..., -arm64-...)."""
+    return base_image_tag(suite, arch_base_packages(arch), arch)
+
+
+def build_base_image_tag(suite: str, arch: str) -> str:
+    """The image a cell of arch is built on: its own arch's base for one the host runs natively (i386), else
+    the host's (host cells, and the cross stage of foreign ones)."""
+    if arch != HOST_ARCH and ARCH_FACTS[arch].native:
+        return arch_base_image_tag(suite, arch)
+    return host_base_image_tag(suite)
 
 
 def cross_packages(arch: str) -> list[str]:
@@ -111,12 +149,15 @@ def cross_environment(cell: Cell) -> dict[str, str]:
 
 def render_cell_dockerfile(cell: Cell, base_image: str, inputs_digest: str = "unset", *,
                            target_base_image: str = "", build_python_image: str = "") -> str:
-    """The cell's Dockerfile.  A host-arch cell builds on base_image; a foreign-arch
-    cell is cross-compiled on base_image (with build_python_image's interpreter as
-    the build Python) and installed on target_base_image."""
+    """The cell's Dockerfile.  A cell of an arch the host runs natively builds on
+    base_image (build_base_image_tag: the host's, or i386's own, under its
+    personality); a foreign-arch cell is cross-compiled on base_image (with
+    build_python_image's interpreter as the build Python) and installed on
+    target_base_image."""
     if not cell.foreign:
         return _environment().get_template("cell.Dockerfile.j2").render(
             cell=cell,
+            arch=cell.arch_facts,
             base_image=base_image,
             additions=bool(cell.additions),
             patches=cell.series is not None,

@@ -88,14 +88,14 @@ def test_backport_claiming_a_mode_needs_a_series(project_copy):
 
 
 def test_duplicate_key(project_copy):
-    edit(project_copy / "matrix.yaml", "\narches: [x86_64, aarch64]", "\narches: [x86_64, aarch64]\narches: [x86_64]")
+    edit(project_copy / "matrix.yaml", "\narches: [x86_64, aarch64, i386]", "\narches: [x86_64, aarch64, i386]\narches: [x86_64]")
     path = project_copy / "matrix.yaml"
     with pytest.raises(MatrixError, match="duplicate key 'arches'"):
         load_matrix(path)
 
 
 def test_unknown_smoke_cell(project_copy):
-    edit(project_copy / "matrix.yaml", "smoke_cells: [3.13-fp, 3.11-fp]", "smoke_cells: [3.13-nope]")
+    edit(project_copy / "matrix.yaml", "smoke_cells: [3.13-fp, 3.11-fp, 3.11-release]", "smoke_cells: [3.13-nope]")
     expect_error(project_copy, "smoke_cells:", "smoke cell '3.13-nope'")
 
 

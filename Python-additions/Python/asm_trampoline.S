@@ -16,7 +16,33 @@
  *
  * Python/perf_jit_trampoline.c describes these exact instructions in the
  * unwinding information of the jitdump; keep both in sync.
+ *
+ * Branch protection.  Where the compiler protects indirect branch targets or
+ * return addresses by default, so does this file, and its GNU property note
+ * says so: the linker ANDs the notes of all objects, so one object without a
+ * note silently turns the feature off for the whole interpreter (or
+ * libpython).  x86-64, -fcf-protection (__CET__): endbr64 (IBT) and a plain
+ * call/ret pair (SHSTK).  aarch64, -mbranch-protection (Ubuntu's and Fedora's
+ * default is "standard" = bti + pac-ret): every copy is entered by an
+ * indirect call (blr), so it starts with a landing pad; with pac-ret (A key)
+ * that is paciasp, which signs the return address in x30 before it is saved
+ * in the frame record and is itself a BTI landing pad for blr, and autiasp
+ * authenticates it again before ret (as GCC does for a non-leaf function);
+ * with BTI alone it is bti c.  The B key (pac-ret+b-key) is not used here:
+ * then the return address is not signed and the note does not claim PAC.
  */
+#if defined(__aarch64__) && defined(__AARCH64EL__) && !defined(__ILP32__)
+#  if defined(__ARM_FEATURE_PAC_DEFAULT) && (__ARM_FEATURE_PAC_DEFAULT & 1)
+#    define PY_TRAMPOLINE_PAC 1     /* pac-ret with the A key */
+#  else
+#    define PY_TRAMPOLINE_PAC 0
+#  endif
+#  if defined(__ARM_FEATURE_BTI_DEFAULT) && __ARM_FEATURE_BTI_DEFAULT == 1
+#    define PY_TRAMPOLINE_BTI 1
+#  else
+#    define PY_TRAMPOLINE_BTI 0
+#  endif
+#endif
     .text
     .p2align 4
     .globl  _Py_trampoline_func_start
@@ -31,10 +57,20 @@ _Py_trampoline_func_start:
     pop     %rbp
     ret
 #elif defined(__aarch64__) && defined(__AARCH64EL__) && !defined(__ILP32__)
+/* HINT-space encodings: they assemble for any -march, and are NOPs on
+   processors without the feature. */
+#if PY_TRAMPOLINE_PAC
+    hint    #25             /* paciasp: sign x30 with SP; landing pad for blr */
+#elif PY_TRAMPOLINE_BTI
+    hint    #34             /* bti c: landing pad for blr */
+#endif
     stp     x29, x30, [sp, #-16]!
     mov     x29, sp
     blr     x3
     ldp     x29, x30, [sp], #16
+#if PY_TRAMPOLINE_PAC
+    hint    #29             /* autiasp: authenticate x30 (SP is as at entry) */
+#endif
     ret
 #endif
     .globl  _Py_trampoline_func_end
@@ -58,6 +94,29 @@ _Py_trampoline_func_end:
     .long   3f - 2f
 2:
     .long   __CET__ & 3     /* IBT (1) | SHSTK (2) as enabled by -fcf-protection */
+3:
+    .p2align 3
+4:
+#endif
+
+#if defined(__aarch64__) && defined(__AARCH64EL__) && !defined(__ILP32__) \
+    && (PY_TRAMPOLINE_BTI || PY_TRAMPOLINE_PAC)
+/* GNU property note: this object supports BTI (a landing pad above) and/or
+   PAC (return address signed above), as the compiler's defaults ask, so
+   linking it in keeps the output's BTI and PAC marking. */
+    .section .note.gnu.property,"a"
+    .p2align 3
+    .long   1f - 0f         /* name size */
+    .long   4f - 1f         /* descriptor size */
+    .long   5               /* NT_GNU_PROPERTY_TYPE_0 */
+0:
+    .string "GNU"
+1:
+    .p2align 3
+    .long   0xc0000000      /* GNU_PROPERTY_AARCH64_FEATURE_1_AND */
+    .long   3f - 2f
+2:
+    .long   PY_TRAMPOLINE_BTI | (PY_TRAMPOLINE_PAC << 1)   /* BTI (1) | PAC (2) */
 3:
     .p2align 3
 4:

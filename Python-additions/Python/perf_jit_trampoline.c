@@ -24,7 +24,9 @@
  *
  * Every record is written with a single write(2) as soon as it is created,
  * so a process that ends with os._exit() (a forked child, typically) still
- * leaves a complete dump.  After fork() the child starts its own dump.
+ * leaves a complete dump.  After fork() the child starts its own dump.  The
+ * dump lives as long as the interpreter: switching to the perf map backend
+ * and back pauses it instead of starting it again.
  *
  * Shared by the 3.9 and 3.11 backports.
  */
@@ -156,11 +158,19 @@ write_all(int fd, const void *buf, size_t size)
  *   ret
  *
  * aarch64 (4-byte instructions)
+ *   [paciasp]   (pac-ret, A key)   sp+0       x30 signed (RA_SIGN_STATE 1)
+ *   [bti c]     (BTI without PAC)  sp+0
  *   stp x29,x30,[sp,#-16]!         sp+16      x29 at CFA-16, x30 at CFA-8
  *   mov x29,sp                     x29+16
  *   blr x3                         x29+16
  *   ldp x29,x30,[sp],#16           sp+0       x29, x30 restored
+ *   [autiasp]   (pac-ret, A key)   sp+0       x30 authenticated (state 0)
  *   ret                            (return address in x30)
+ *
+ * (-mbranch-protection: the same conditions as in Python/asm_trampoline.S.
+ * DW_CFA_AARCH64_negate_ra_state toggles RA_SIGN_STATE, which tells the
+ * unwinder to strip the pointer authentication code from the return
+ * address it finds for the frame, as GCC's own CFI of such a function does.)
  */
 
 enum {
@@ -292,7 +302,19 @@ build_unwind_info(uint8_t *out, uint32_t code_size, size_t *hdr_size)
     put_u8(&b, DW_CFA_def_cfa); put_uleb(&b, CFI_REG_SP); put_uleb(&b, 8);
     put_u8(&b, DW_CFA_restore | CFI_REG_FP);
 #else
+#  define DW_CFA_AARCH64_negate_ra_state 0x2d
+#  if defined(__ARM_FEATURE_PAC_DEFAULT) && (__ARM_FEATURE_PAC_DEFAULT & 1)
+#    define CFI_AARCH64_PAC 1
+    put_u8(&b, DW_CFA_advance_loc | 1);      // paciasp
+    put_u8(&b, DW_CFA_AARCH64_negate_ra_state);   // x30 is signed
     put_u8(&b, DW_CFA_advance_loc | 1);      // stp x29, x30, [sp, #-16]!
+#  elif defined(__ARM_FEATURE_BTI_DEFAULT) && __ARM_FEATURE_BTI_DEFAULT == 1
+#    define CFI_AARCH64_PAC 0
+    put_u8(&b, DW_CFA_advance_loc | 2);      // bti c; stp x29, x30, [sp, #-16]!
+#  else
+#    define CFI_AARCH64_PAC 0
+    put_u8(&b, DW_CFA_advance_loc | 1);      // stp x29, x30, [sp, #-16]!
+#  endif
     put_u8(&b, DW_CFA_def_cfa_offset); put_uleb(&b, 16);
     put_u8(&b, DW_CFA_offset | CFI_REG_FP); put_uleb(&b, 2);   // CFA-16
     put_u8(&b, DW_CFA_offset | CFI_REG_RA); put_uleb(&b, 1);   // CFA-8
@@ -302,6 +324,10 @@ build_unwind_info(uint8_t *out, uint32_t code_size, size_t *hdr_size)
     put_u8(&b, DW_CFA_def_cfa); put_uleb(&b, CFI_REG_SP); put_uleb(&b, 0);
     put_u8(&b, DW_CFA_restore | CFI_REG_FP);
     put_u8(&b, DW_CFA_restore | CFI_REG_RA);
+#  if CFI_AARCH64_PAC
+    put_u8(&b, DW_CFA_advance_loc | 1);      // autiasp
+    put_u8(&b, DW_CFA_AARCH64_negate_ra_state);   // x30 is plain again
+#  endif
 #endif
     pad_nops(&b, fde);
     uint32_t fde_len = (uint32_t)(b.p - fde - 4);
@@ -325,15 +351,37 @@ build_unwind_info(uint8_t *out, uint32_t code_size, size_t *hdr_size)
 
 /* ---- backend callbacks ---- */
 
+/* A forked child's copy of its parent's dump: dropped without a
+   JIT_CODE_CLOSE record (the dump is the parent's) and without touching the
+   lock, which a parent thread may have held at fork() time (it is leaked on
+   purpose; the child's own dump gets a new one). */
+static void
+drop_inherited_dump(void)
+{
+    close(jit_state.fd);
+    jit_state.fd = -1;
+    jit_state.lock = NULL;
+    if (jit_state.marker != NULL) {
+        munmap(jit_state.marker, jit_state.marker_size);
+        jit_state.marker = NULL;
+    }
+}
+
 static void *
 perf_map_jit_init(void)
 {
     _PyPerfTrampoline_SetCodePadding(PERF_JIT_CODE_PADDING);
+    pid_t pid = getpid();
     if (jit_state.fd >= 0) {
-        return &jit_state;
+        if (jit_state.owner_pid == pid) {
+            /* Paused by a switch to another backend: carry on writing the
+               same dump, so the records of every perf_jit period are kept
+               (reopening it with O_TRUNC lost those written before). */
+            return &jit_state;
+        }
+        drop_inherited_dump();
     }
     char filename[100];
-    pid_t pid = getpid();
     snprintf(filename, sizeof(filename), "/tmp/jit-%jd.dump", (intmax_t)pid);
     int flags = O_CREAT | O_TRUNC | O_RDWR | O_NOFOLLOW;
 #ifdef O_CLOEXEC
@@ -341,6 +389,7 @@ perf_map_jit_init(void)
 #endif
     int fd = open(filename, flags, 0600);
     if (fd < 0) {
+        _PyPerf_SetOSError(errno, "can't create /tmp/jit-PID.dump");
         return NULL;
     }
     long page_size = sysconf(_SC_PAGESIZE);
@@ -348,11 +397,17 @@ perf_map_jit_init(void)
         page_size = 4096;
     }
     /* The marker perf inject --jit looks for (an executable mapping of a
-       file named jit-PID.dump); nothing is ever read through it. */
+       file named jit-PID.dump); nothing is ever read through it.  A /tmp
+       mounted noexec, or a policy denying executable mappings, refuses it. */
     void *marker = mmap(NULL, (size_t)page_size, PROT_READ | PROT_EXEC,
                         MAP_PRIVATE, fd, 0);
     if (marker == MAP_FAILED) {
+        int err = errno;
         close(fd);
+        unlink(filename);
+        _PyPerf_SetOSError(err, "can't map /tmp/jit-PID.dump executable "
+                                "(perf inject --jit finds the dump by that "
+                                "mapping)");
         return NULL;
     }
     jitdump_header header;
@@ -364,19 +419,25 @@ perf_map_jit_init(void)
     header.pid = (uint32_t)pid;
     header.timestamp = monotonic_ns();
     header.flags = 0;   // no JITDUMP_FLAGS_ARCH_TIMESTAMP: CLOCK_MONOTONIC
-    if (write_all(fd, &header, sizeof(header)) < 0) {
+    PyThread_type_lock lock = jit_state.lock;
+    if (lock == NULL) {
+        lock = PyThread_allocate_lock();
+    }
+    if (lock == NULL || write_all(fd, &header, sizeof(header)) < 0) {
+        int err = errno;
         munmap(marker, (size_t)page_size);
         close(fd);
+        unlink(filename);
+        if (lock == NULL) {
+            PyErr_NoMemory();
+        }
+        else {
+            jit_state.lock = lock;
+            _PyPerf_SetOSError(err, "can't write /tmp/jit-PID.dump");
+        }
         return NULL;
     }
-    if (jit_state.lock == NULL) {
-        jit_state.lock = PyThread_allocate_lock();
-        if (jit_state.lock == NULL) {
-            munmap(marker, (size_t)page_size);
-            close(fd);
-            return NULL;
-        }
-    }
+    jit_state.lock = lock;
     jit_state.fd = fd;
     jit_state.marker = marker;
     jit_state.marker_size = (size_t)page_size;
@@ -441,33 +502,39 @@ done:
     Py_XDECREF(tofree2);
 }
 
+/* Stopping the backend (a switch to another one) only pauses the dump: it
+   stays open and mapped, and perf_map_jit_init() carries on with it.  A
+   forked child drops the copy it inherited. */
 static int
 perf_map_jit_fini(void *state)
 {
     if (jit_state.fd >= 0 && jit_state.owner_pid != getpid()) {
-        /* A forked child drops its inherited descriptor without a
-           JIT_CODE_CLOSE record (the dump is the parent's) and without
-           touching the lock: a parent thread may have held it at fork()
-           time.  The inherited lock is leaked on purpose; the child's own
-           dump gets a new one. */
-        close(jit_state.fd);
-        jit_state.fd = -1;
-        jit_state.lock = NULL;
+        drop_inherited_dump();
     }
-    else if (jit_state.fd >= 0) {
-        PyThread_acquire_lock(jit_state.lock, WAIT_LOCK);
-        jitdump_record rec = {JIT_CODE_CLOSE, sizeof(jitdump_record),
-                              monotonic_ns()};
-        (void)write_all(jit_state.fd, &rec, sizeof(rec));
-        close(jit_state.fd);
-        jit_state.fd = -1;
-        PyThread_release_lock(jit_state.lock);
+    return 0;
+}
+
+void
+_PyPerfJit_CloseDump(void)
+{
+    if (jit_state.fd < 0) {
+        return;
     }
+    if (jit_state.owner_pid != getpid()) {
+        drop_inherited_dump();
+        return;
+    }
+    PyThread_acquire_lock(jit_state.lock, WAIT_LOCK);
+    jitdump_record rec = {JIT_CODE_CLOSE, sizeof(jitdump_record),
+                          monotonic_ns()};
+    (void)write_all(jit_state.fd, &rec, sizeof(rec));
+    close(jit_state.fd);
+    jit_state.fd = -1;
+    PyThread_release_lock(jit_state.lock);
     if (jit_state.marker != NULL) {
         munmap(jit_state.marker, jit_state.marker_size);
         jit_state.marker = NULL;
     }
-    return 0;
 }
 
 _PyPerf_Callbacks _Py_perfmap_jit_callbacks = {

@@ -26,6 +26,15 @@ B. "-X perf_jit": /tmp/jit-PID.dump is parsed. For every unwinding-info record
    instruction boundary and at the call site, must give the true CFA, return
    address and saved frame pointer of the simulated trampoline. The code bytes
    get the same frame-record check as in A.
+C. Branch protection (aarch64, where sysconfig's CFLAGS have
+   -mbranch-protection; gh-139808, patches/3.13/0007): every copy is entered
+   by blr, so the first instruction must be a landing pad (bti c, or paciasp,
+   which is one for blr); with pac-ret (A key) the return address must be
+   signed (paciasp) before the frame record saves it and authenticated
+   (autiasp) before ret.  The simulation tracks the return address's sign
+   state, and in B the CFI's RA_SIGN_STATE (DW_CFA_AARCH64_negate_ra_state)
+   must match it at every row: the unwinder strips the authentication code
+   only where the CFI says the return address is signed.
 
 Supported architectures: x86_64 and aarch64 (little endian).
 Exit status: 0 = fixed, 1 = defect present (messages on stderr),
@@ -34,6 +43,7 @@ Exit status: 0 = fixed, 1 = defect present (messages on stderr),
 
 import os
 import platform
+import re
 import struct
 import subprocess
 import sys
@@ -94,6 +104,9 @@ elif ARCH in ("aarch64", "arm64"):
     REG_SP, REG_FP, REG_RA = 31, 29, 30
     TRUE_CFA = 0
     INSNS = [
+        (struct.pack("<I", 0xD503233F), "pac"),         # paciasp (hint #25): sign x30 with SP
+        (struct.pack("<I", 0xD50323BF), "aut"),         # autiasp (hint #29): authenticate x30
+        (struct.pack("<I", 0xD503245F), "bti_c"),       # bti c (hint #34): landing pad for blr
         (struct.pack("<I", 0xA9BF7BFD), "stp_fp_lr"),   # stp x29, x30, [sp, -16]!
         (struct.pack("<I", 0x910003FD), "mov_fp_sp"),   # mov x29, sp
         (struct.pack("<I", 0xD63F0060), "call"),        # blr x3
@@ -108,7 +121,7 @@ def decode(code):
     """Return a list of (offset, length, kind)."""
     out, off = [], 0
     while off < len(code):
-        if ARCH != "x86_64":
+        if ARCH != "x86_64" and not any(code.startswith(p, off) for p, _k in INSNS):
             word = code[off:off + 4]
             if len(word) == 4 and (struct.unpack("<I", word)[0] & 0xFFFFF01F) == 0xD503201F:
                 out.append((off, 4, "nop"))        # HINT space: bti/paciasp/...
@@ -133,12 +146,15 @@ class State:
         self.saved = {}             # reg -> address (offset from E)
         self.stale = {}             # reg -> slot that still holds its value
                                     # after it was reloaded (pop/ldp)
+        self.ra_signed = False      # aarch64: the return address (in x30
+                                    # or saved) carries a PAC (paciasp)
 
     def copy(self):
         s = State()
         s.sp, s.fp, s.ra_in_reg, s.saved = (self.sp, self.fp, self.ra_in_reg,
                                             dict(self.saved))
         s.stale = dict(self.stale)
+        s.ra_signed = self.ra_signed
         return s
 
 
@@ -170,6 +186,10 @@ def simulate(insns):
             st.stale[REG_FP] = st.saved.pop(REG_FP, None)
             st.stale[REG_RA] = st.saved.pop(REG_RA, None)
             st.sp += 16
+        elif kind == "pac":
+            st.ra_signed = True
+        elif kind == "aut":
+            st.ra_signed = False
         elif kind == "call":
             call_state = st.copy()
             if ARCH != "x86_64":
@@ -196,6 +216,42 @@ def check_frame_record(code):
         errs.append("frame pointer does not point at the saved caller FP")
     if ra_slot is None or ra_slot != cs.fp + 8:
         errs.append("return address is not stored next to the saved FP")
+    return errs
+
+
+def branch_protection():
+    """(BTI, PAC) that -mbranch-protection in this interpreter's CFLAGS asks
+    for (the last such option counts; "standard" = bti + pac-ret; PAC with
+    the A key only, which is what the trampoline signs with)."""
+    flags = " ".join(str(sysconfig.get_config_var(k) or "") for k in ("CFLAGS", "PY_CFLAGS"))
+    values = re.findall(r"(?:^|\s)-mbranch-protection=(\S+)", flags)
+    value = values[-1] if values else "none"
+    parts = {"bti", "pac-ret"} if value == "standard" else set(value.split("+"))
+    return "bti" in parts, "pac-ret" in parts and "b-key" not in parts
+
+
+def check_branch_protection(code):
+    """Part C: landing pad, and pac-ret around the saved return address."""
+    if ARCH == "x86_64":
+        return []
+    want_bti, want_pac = branch_protection()
+    insns = decode(code)
+    kinds = [k for _o, _l, k in insns]
+    errs = []
+    if want_bti and kinds[:1] not in (["bti_c"], ["pac"]):
+        errs.append("built with BTI, but the trampoline (entered by blr) does "
+                    f"not start with a landing pad (bti c / paciasp): {code.hex()}")
+    if want_pac:
+        if "pac" not in kinds or "stp_fp_lr" in kinds and \
+                kinds.index("pac") > kinds.index("stp_fp_lr"):
+            errs.append("built with pac-ret, but the trampoline saves its return "
+                        f"address unsigned (no paciasp before stp): {code.hex()}")
+        elif "aut" not in kinds[kinds.index("pac"):]:
+            errs.append("paciasp without autiasp before ret: the return "
+                        f"address stays signed: {code.hex()}")
+    rows, _cs = simulate(insns)
+    if rows and rows[-1][2] == "ret" and rows[-1][1].ra_signed:
+        errs.append(f"returns with a signed return address: {code.hex()}")
     return errs
 
 
@@ -270,6 +326,8 @@ def run_cfi(instrs, caf, daf, row, stop_pc, pc=0, initial=None):
             row.pop(r, None)
             if initial and r in initial:
                 row[r] = initial[r]
+        elif op == 0x2D and ARCH != "x86_64":            # AARCH64_negate_ra_state
+            row["ra_signed"] = not row.get("ra_signed", False)
         elif op in (0x07, 0x08):                         # undefined/same_value
             r, off = uleb(instrs, off)
             row[r] = ("undef",) if op == 0x07 else ("same",)
@@ -442,6 +500,11 @@ def check_unwind(eh, hdr, code):
                 (st.saved.get(REG_FP), st.stale.get(REG_FP)):
             problems.append(f"frame pointer rule {fp_rule} points at a slot "
                             "that does not hold the caller FP")
+        # Return address sign state (aarch64 pac-ret).
+        if bool(row.get("ra_signed")) != st.ra_signed:
+            problems.append("RA_SIGN_STATE " + ("1 (signed)" if row.get("ra_signed") else "0")
+                            + " but the return address is "
+                            + ("signed" if st.ra_signed else "not signed"))
         if problems:
             errs.append(f"CFI row at {where}: " + "; ".join(problems))
     return errs
@@ -499,6 +562,7 @@ def check_jitdump(errors):
             errs = check_unwind(eh, hdr, code)
             try:
                 errs += check_frame_record(code)
+                errs += check_branch_protection(code)
             except ValueError as exc:
                 errs.append(str(exc))
             for e in errs:
@@ -544,7 +608,7 @@ def main():
         except OSError:
             pass
         try:
-            for e in check_frame_record(live):
+            for e in check_frame_record(live) + check_branch_protection(live):
                 errors.append(f"-X perf trampoline: {e}")
         except ValueError as exc:
             errors.append(f"-X perf trampoline: {exc}")
@@ -562,8 +626,11 @@ def main():
     jit = ("-X perf_jit not available before 3.13" if n_checked is None else
            f"{n_checked} jitdump unwind entries match the code and the "
            f"synthesized DSO layout")
+    bti, pac = branch_protection() if ARCH != "x86_64" else (False, False)
+    bp = (f"; branch protection ({'BTI' if bti else ''}{', ' if bti and pac else ''}"
+           f"{'pac-ret' if pac else ''}) checked" if bti or pac else "")
     print(f"PASS (gh-136541): {ARCH} trampoline {live.hex()} has a frame "
-          f"record; {jit}")
+          f"record; {jit}{bp}")
     return 0
 
 

@@ -13,8 +13,8 @@ Checks against tools/perf/Documentation/jitdump-specification.txt:
     at text + round_up(code_size, 8), .eh_frame_hdr right after .eh_frame),
     the FDE's pc range and the .eh_frame_hdr table entry cover exactly the
     code of the load record; the FDE's CFA program ends where it started
-    (return address in the same place at the last instruction as at the
-    first);
+    (return address in the same place, and on aarch64 with the same
+    RA_SIGN_STATE, at the last instruction as at the first);
   * code loads: pid matches, vma == code_addr, distinct addresses, code
     indexes increase, names are "py::<qualname>:<filename>", the script's
     functions are present, code bytes identical for all loads;
@@ -33,6 +33,10 @@ import sys
 MAGIC = 0x4A695444
 EM = {"x86_64": 62, "aarch64": 183}
 JIT_CODE_LOAD, JIT_CODE_MOVE, JIT_CODE_DEBUG_INFO, JIT_CODE_CLOSE, JIT_CODE_UNWINDING_INFO = range(5)
+# aarch64's RA_SIGN_STATE pseudo-register (DWARF register 34), toggled by
+# DW_CFA_AARCH64_negate_ra_state where the trampoline signs its return
+# address (pac-ret: paciasp ... autiasp)
+RA_SIGN_STATE = 34
 
 CHILD = r'''
 import json, os, sys
@@ -136,6 +140,10 @@ def cfa_states(prog, code_align, data_align, initial=None):
             state["reg"], i = uleb(prog, i)
         elif op == 0x0E:        # def_cfa_offset
             state["off"], i = uleb(prog, i)
+        elif op == 0x2D and platform.machine() in ("aarch64", "arm64"):
+            # DW_CFA_AARCH64_negate_ra_state (GNU_window_save elsewhere)
+            if state["saved"].pop(RA_SIGN_STATE, 0) == 0:
+                state["saved"][RA_SIGN_STATE] = 1
         elif op == 0x02:        # advance_loc1
             rows[loc] = snap()
             loc += prog[i] * code_align

@@ -1,0 +1,174 @@
+"""The i386 build-only cells: an arch the host runs natively, without the perf trampoline (no Docker)."""
+
+from __future__ import annotations
+
+import pytest
+
+from cpython_perf import build, images, render
+from cpython_perf.errors import MatrixError
+from cpython_perf.matrix import ARCH_FACTS, HOST_ARCH, load_matrix
+
+from .conftest import edit
+
+I386_CELLS = ("3.9-release-i386", "3.11-release-i386", "3.13-release-i386")
+
+
+def test_arch_facts_say_how_the_host_runs_each_arch():
+    x86, arm, i386 = ARCH_FACTS["x86_64"], ARCH_FACTS["aarch64"], ARCH_FACTS["i386"]
+    assert x86.native and x86.trampoline and x86.machine == "x86_64" and x86.platform_triplet == "x86_64-linux-gnu"
+    assert not arm.native and arm.trampoline and arm.qemu_user
+    assert i386.native and not i386.trampoline and not i386.qemu_user and not i386.qemu_system
+    assert (i386.debian, i386.triplet) == ("i386", "i686-linux-gnu")
+    # uname -m under setarch i686, and CPython's own name for the platform
+    assert i386.machine == "i686" and i386.platform_triplet == "i386-linux-gnu" and i386.pointer_bits == 32
+
+
+def test_i386_cells_are_build_only_and_native():
+    matrix = load_matrix()
+    assert "i386" in matrix.arches
+    assert sorted(c.name for c in matrix.cells_of_arch("i386")) == sorted(I386_CELLS)
+    for name in I386_CELLS:
+        cell = matrix.cell(name)
+        assert cell.build_only and not cell.foreign
+        assert cell.modes == () and cell.backends == ()   # no check script requiring a backend applies
+        assert cell.series is not None and not cell.vanilla   # the patched build (3.13: its fix series)
+        assert cell.image == f"cpython-perf:{name}"
+        assert matrix.build_python_cell(cell) is None       # not cross-compiled
+        assert matrix.vanilla_twin(cell) is None
+        assert name not in matrix.smoke_cells
+    assert matrix.cell("3.9-release-i386").additions == matrix.cell("3.9-release").additions
+    # the other arches keep their meaning
+    assert not matrix.cell("3.13-release").build_only and not matrix.cell("3.13-release").foreign
+    assert matrix.cell("3.13-release-aarch64").foreign and not matrix.cell("3.13-release-aarch64").build_only
+    assert not any(c.build_only for c in matrix.cells.values() if c.arch != "i386")
+
+
+def test_an_arch_without_trampoline_cannot_be_checked_for_modes(project_copy):
+    path = project_copy / "matrix.yaml"
+    edit(path, "      O0: {modes: [perf, perf_jit]}\n  \"3.10\"",
+         "      O0: {modes: [perf, perf_jit], arches: [x86_64, i386]}\n  \"3.10\"")
+    with pytest.raises(MatrixError, match=r"matrix\.yaml:\d+: i386 has no perf trampoline upstream.*"
+                                          r"list it under build_only of 3\.9-O0"):
+        load_matrix(path)
+
+
+@pytest.mark.parametrize("value, message", [
+    ("[x86_64]", r"x86_64 has the perf trampoline: list it under arches of 3\.9-release"),
+    ("[aarch64]", r"aarch64 has the perf trampoline"),
+    ("[sparc]", r"build-only arch 'sparc' of 3\.9-release is not in the matrix's arches"),
+    ("i386", r"build_only must be a list of arches"),
+])
+def test_build_only_is_validated(project_copy, value, message):
+    path = project_copy / "matrix.yaml"
+    edit(path, "vanilla: [x86_64], build_only: [i386]}", f"vanilla: [x86_64], build_only: {value}}}")
+    with pytest.raises(MatrixError, match=r"matrix\.yaml:\d+: " + message):
+        load_matrix(path)
+
+
+def test_build_only_arch_must_be_in_the_matrix(project_copy):
+    path = project_copy / "matrix.yaml"
+    edit(path, "arches: [x86_64, aarch64, i386]\n", "arches: [x86_64, aarch64]\n")
+    with pytest.raises(MatrixError, match=r"build-only arch 'i386' of 3\.9-release is not in the matrix's arches"):
+        load_matrix(path)
+
+
+def test_unknown_cell_key_still_an_error(project_copy):
+    path = project_copy / "matrix.yaml"
+    edit(path, "build_only: [i386]", "build_onyl: [i386]")
+    with pytest.raises(MatrixError, match=r"unknown key 'build_onyl'.*did you mean 'build_only'"):
+        load_matrix(path)
+
+
+def test_i386_base_is_the_host_list_without_perf():
+    packages = render.native_base_packages("i386")
+    host = render.base_packages()
+    assert "linux-perf" in host and "linux-perf" not in packages
+    assert {"build-essential", "binutils", "util-linux"} <= set(packages)   # compiler, readelf, setarch
+    assert set(host) - {"linux-perf"} <= set(packages)
+    assert render.arch_base_packages("i386") == packages
+    assert render.arch_base_packages("aarch64") == render.foreign_base_packages("aarch64")
+    tag = render.arch_base_image_tag("trixie", "i386")
+    assert tag.startswith("cpython-perf-base:trixie-i386-")
+    assert tag != render.host_base_image_tag("trixie")
+    assert render.arch_base_image_tag("trixie", "aarch64") == render.foreign_base_image_tag("trixie", "aarch64")
+    with pytest.raises(ValueError, match="runs natively"):
+        render.foreign_base_image_tag("trixie", "i386")
+
+
+def test_each_cell_is_built_on_its_arch_base():
+    assert render.build_base_image_tag("trixie", HOST_ARCH) == render.host_base_image_tag("trixie")
+    # a cross build runs on the host's base; i386 is built inside its own
+    assert render.build_base_image_tag("trixie", "aarch64") == render.host_base_image_tag("trixie")
+    assert render.build_base_image_tag("trixie", "i386") == render.arch_base_image_tag("trixie", "i386")
+
+
+def test_i386_dockerfile_builds_natively_under_setarch():
+    matrix = load_matrix()
+    cell = matrix.cell("3.11-release-i386")
+    text = build.rendered_dockerfile(cell, matrix)
+    assert f"\nFROM {render.arch_base_image_tag(matrix.base_suite, 'i386')}\n" in text
+    assert text.count("FROM ") == 1                                  # one stage: not the cross template
+    assert '\nSHELL ["setarch", "i686", "/bin/sh", "-c"]\n' in text     # every build step sees i686
+    assert '\nENTRYPOINT ["setarch", "i686"]\n' in text                # and every command run in the image
+    assert text.index("SHELL [") < text.index("build-cpython.sh /build /usr/src")
+    assert 'platform.machine() == "i686"' in text and 'sys.implementation._multiarch == "i386-linux-gnu"' in text
+    assert "--host=" not in text and "crossbuild-essential" not in text
+    assert "COPY additions/" in text and "COPY patches/" in text
+    assert 'org.cpython-perf.modes=""' in text
+
+
+def test_host_dockerfile_has_no_personality():
+    matrix = load_matrix()
+    for name in ("3.11-release", "3.13-fp"):
+        text = build.rendered_dockerfile(matrix.cell(name), matrix)
+        assert "setarch" not in text and "SHELL" not in text and "ENTRYPOINT" not in text
+        assert "\nFROM cpython-perf-base:trixie-" in text and "FROM cpython-perf-base:trixie-i386-" not in text
+
+
+def test_i386_inputs_digest_its_own_base(monkeypatch, tmp_path):
+    """cell_inputs of an i386 cell: built on the i386 base, no build Python, no target base."""
+    tarball = tmp_path / "Python-3.9.2.tar.xz"
+    tarball.write_bytes(b"not read")
+    monkeypatch.setattr(images.sources, "fetch_source", lambda recipe, cache_dir=None, log=print: tarball)
+    matrix = load_matrix()
+    inputs = images.cell_inputs(matrix.cell("3.9-release-i386"), matrix.base_suite, matrix=matrix)
+    assert inputs.base_tag == render.arch_base_image_tag(matrix.base_suite, "i386")
+    assert inputs.build_python is None and inputs.target_base_tag == ""
+    host = images.cell_inputs(matrix.cell("3.9-release"), matrix.base_suite, matrix=matrix)
+    assert host.digest != inputs.digest
+
+
+class _Images:
+    def __init__(self, existing):
+        self.existing = set(existing)
+
+    def get(self, ref):
+        import docker.errors
+
+        if ref not in self.existing:
+            raise docker.errors.ImageNotFound(ref)
+        return object()
+
+
+class _Client:
+    def __init__(self, existing):
+        self.images = _Images(existing)
+
+
+def test_i386_build_makes_only_its_own_base(monkeypatch, tmp_path):
+    """build_cell_image of an i386 cell bootstraps the i386 base (natively: no binfmt), not the host's."""
+    matrix = load_matrix()
+    cell = matrix.cell("3.13-release-i386")
+    calls = []
+    monkeypatch.setattr(images.patches, "check_series_applies", lambda *a, **k: 0)
+    monkeypatch.setattr(images, "ensure_base_image", lambda *a, **k: calls.append("host base"))
+    monkeypatch.setattr(images.host, "ensure_binfmt", lambda *a, **k: calls.append("binfmt"))
+    monkeypatch.setattr(images, "_bootstrap_base",
+                        lambda client, suite, packages, tag, log, debian_arch=None:
+                        calls.append(("bootstrap", tag, debian_arch, "linux-perf" in packages)))
+    monkeypatch.setattr(images, "prepare_context", lambda inputs, ctx: "")
+    monkeypatch.setattr(images, "_docker_build", lambda client, ctx, tag, log, no_cache=False: calls.append(("build", tag)))
+    inputs = images.CellInputs(cell, render.build_base_image_tag(matrix.base_suite, "i386"), tmp_path / "t", [], "d")
+    images.build_cell_image(_Client(()), inputs, matrix.base_suite, log=lambda *_: None)
+    assert calls == [("bootstrap", render.arch_base_image_tag(matrix.base_suite, "i386"), "i386", False),
+                     ("build", "cpython-perf:3.13-release-i386")]
