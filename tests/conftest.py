@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cpython_perf.matrix import PROJECT_ROOT
+from cpython_perf.errors import MatrixError
+from cpython_perf.matrix import PROJECT_ROOT, load_matrix
 
 
 @pytest.fixture
@@ -32,6 +33,16 @@ def line_of(path: Path, needle: str) -> int:
         if needle in line:
             return number
     raise AssertionError(f"{needle!r} not in {path}")
+
+
+def expect_error(project: Path, needle: str, pattern: str) -> None:
+    """Loading project's matrix.yaml fails with an error naming the line that holds needle, and pattern."""
+    path = project / "matrix.yaml"
+    with pytest.raises(MatrixError) as info:
+        load_matrix(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}:{line_of(path, needle)}:"), message
+    assert pattern in message, message
 
 
 def dedent(text: str) -> str:

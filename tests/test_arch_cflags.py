@@ -5,10 +5,9 @@ from __future__ import annotations
 import pytest
 
 from cpython_perf import render
-from cpython_perf.errors import MatrixError
 from cpython_perf.matrix import load_matrix
 
-from .conftest import edit, line_of
+from .conftest import edit, expect_error, line_of
 
 ARCH_CFLAGS = "arch_cflags:\n  aarch64: -mbranch-protection=standard\n"
 
@@ -66,15 +65,6 @@ def test_arch_cflags_whitespace_is_normalised(project_copy):
          'arch_cflags:\n  aarch64: "  -mbranch-protection=standard   -O2 "\n')
     cell = load_matrix(project_copy / "matrix.yaml").cell("3.13-release-aarch64")
     assert cell.cflags == "-mbranch-protection=standard -O2"
-
-
-def expect_error(project, needle, pattern):
-    path = project / "matrix.yaml"
-    with pytest.raises(MatrixError) as info:
-        load_matrix(path)
-    message = str(info.value)
-    assert message.startswith(f"{path}:{line_of(path, needle)}:"), message
-    assert pattern in message, message
 
 
 def test_arch_cflags_of_an_unknown_arch(project_copy):

@@ -5,7 +5,7 @@ import pytest
 from cpython_perf.errors import MatrixError, UnknownCell
 from cpython_perf.matrix import load_matrix
 
-from .conftest import edit, line_of
+from .conftest import edit, expect_error, line_of
 
 
 def test_project_matrix_loads_with_every_version():
@@ -36,15 +36,6 @@ def test_o0_uses_the_largest_dwarf_stack():
 def test_unknown_cell_names_close_matches():
     with pytest.raises(UnknownCell, match=r"unknown cell '3\.13-fpp'.*3\.13-fp"):
         load_matrix().cell("3.13-fpp")
-
-
-def expect_error(project, needle, pattern):
-    path = project / "matrix.yaml"
-    with pytest.raises(MatrixError) as info:
-        load_matrix(path)
-    message = str(info.value)
-    assert message.startswith(f"{path}:{line_of(path, needle)}:"), message
-    assert pattern in message, message
 
 
 def test_unknown_top_level_key(project_copy):
