@@ -33,6 +33,18 @@ def _install(session):
     session.install("-q", "-e", ".")
 
 
+def _install_workflow_linters(session):
+    """actionlint, shellcheck, check-jsonschema and zizmor (pyproject's workflow-lint extra) for the offline
+    checks of .github/workflows/ (tests/test_ci_workflow.py).  Where they cannot be installed the session goes
+    on and those tests skip, saying why (never pass)."""
+    out = session.run("python", "-m", "pip", "install", "-q", "-e", ".[workflow-lint]", silent=True,
+                      success_codes=range(256))
+    failed = [line for line in (out or "").splitlines() if line.startswith("ERROR")]
+    if failed:
+        session.env["CPYTHON_PERF_WORKFLOW_LINT_INSTALL"] = failed[-1][:300]
+        session.log(f"workflow linters not installed: {failed[-1]}")
+
+
 def _driver(session, *args):
     session.run("python", "-m", "cpython_perf", *args, external=False)
 
@@ -45,6 +57,7 @@ def _pytest(session, *args):
 def unit(session):
     """Unit tests of the driver: no Docker, a few seconds."""
     _install(session)
+    _install_workflow_linters(session)
     _pytest(session, "tests", "-q")
 
 
@@ -52,6 +65,7 @@ def unit(session):
 def tests(session):
     """The README's test command: unit tests, then the smoke cells for real."""
     _install(session)
+    _install_workflow_linters(session)
     cells = [arg for name in MATRIX.smoke_cells for arg in ("--cell", name)]
     # CPython's own regression tests (minutes a cell) run in conformance-<cell>, not in CI's smoke run
     _pytest(session, "tests", "conformance", *cells, "-m", "not upstream_regression", "-ra",
@@ -63,6 +77,29 @@ def report(session):
     """Write results/report.md and results/report.html from the latest JUnit files under results/."""
     _install(session)
     session.run("python", "-m", "cpython_perf.report", "--results", "results", *session.posargs)
+
+
+@nox.session(name="buildbot-local", default=False)
+def buildbot_local(session):
+    """A throwaway buildbot master and two workers on localhost run the smoke cells' builders for real, at once
+    (buildbot/requirements.txt in a venv of its own; results/buildbot-local/); then the test asserting it.
+    Arguments go to `python -m cpython_perf.ci.buildbot_local run` (e.g. -- --pytest-args "")."""
+    _install(session)
+    out = Path("results/buildbot-local")
+    venv = Path(session.virtualenv.location) / "buildbot"
+    session.run("python", "-m", "cpython_perf.ci.buildbot_local", "run", "--venv", str(venv), "--out", str(out),
+                *session.posargs)
+    session.run("python", "-m", "pytest", "tests/test_buildbot_local.py", "-m", "buildbot_local", "-ra",
+                f"--junitxml={out}/junit.xml", env={"CPYTHON_PERF_BUILDBOT_LOCAL_SUMMARY": str(out / "summary.json")})
+
+
+@nox.session(name="conformance-image", default=False)
+def conformance_image(session):
+    """Which perf mode works with any interpreter in any image, and why not:
+    nox -s conformance-image -- --image IMAGE --python PATH [--expect-modes perf,perf_jit]
+    (cpython_perf.external; JUnit in results/external-<name>/junit.xml)."""
+    _install(session)
+    session.run("python", "-m", "cpython_perf.external", "conformance", *session.posargs)
 
 
 # The benchmark groups: session -> (driver module, what it writes).  Each writes
@@ -91,7 +128,7 @@ for _name, (_module, _what) in BENCH_GROUPS.items():
 def _cell_sessions(cell):
     def build(session):
         _install(session)
-        _driver(session, "build", cell.name)
+        _driver(session, "build", cell.name, *session.posargs)   # e.g. -- --if-stale (the buildbot builders)
 
     def conformance(session):
         _install(session)
@@ -131,3 +168,31 @@ for _cell in MATRIX.cells.values():
     _cell_sessions(_cell)
 for _arch in MATRIX.arches:
     _arch_session(_arch)
+
+
+@nox.session(name="series-forms", default=False)
+def series_forms(session):
+    """Write every series in the forms packagers import (dist/series/<version>/: quilt dir + git-am mbox)."""
+    _install(session)
+    for version in session.posargs or list(MATRIX.series):
+        _driver(session, "series-forms", version)
+
+
+def _deb_session(lane):
+    def run(session):
+        _install(session)
+        _driver(session, "deb", lane.name, *session.posargs)
+        if not {"--no-checks", "--without-series", "--release-grade"} & set(session.posargs):
+            # real perf against the installed packages (the conformance suite's external target)
+            session.run("python", "-m", "pytest", "conformance", "--image", f"cpython-perf-deb:{lane.name}",
+                        "--python", lane.python, "--expect-modes", ",".join(lane.modes), "-ra",
+                        f"--junitxml=results/deb/{lane.name}/conformance-junit.xml")
+
+    run.__doc__ = (f"{lane.description}: {lane.source_package} {lane.package_version} + the {lane.version} series, "
+                   f"built with Debian's rules, installed as cpython-perf-deb:{lane.name} and checked "
+                   f"({', '.join(lane.modes)}).")
+    nox.session(name=lane.session, default=False)(run)
+
+
+for _lane in MATRIX.distros.values():
+    _deb_session(_lane)

@@ -15,6 +15,12 @@ on them, with the reason, before any fixture runs.
 
 A cell whose source cannot be had, or in which perf is not permitted, is
 skipped with the reason; it never passes.
+
+An external target is not a cell: `--image IMAGE --python PATH [--expect-modes
+perf,perf_jit]` checks an interpreter in an image as it is (cpython_perf.external):
+test_external.py says per perf mode whether it works there and, if not, why, and
+the check scripts run with that python.  Matrix cells are then only checked when
+named as well (--cell / $CPYTHON_PERF_CELLS).
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from cpython_perf import build, containers, guest, host, perf_runs, tools
+from cpython_perf import build, containers, external, guest, host, perf_runs, tools
 from cpython_perf.errors import DockerUnavailable, DriverError, PerfNotPermitted, SourceUnavailable, UnknownCell
 from cpython_perf.matrix import Cell, load_matrix
 from cpython_perf.perf_samples import min_chain_fraction
@@ -43,9 +49,20 @@ def pytest_addoption(parser):
     group = parser.getgroup("cpython-perf")
     group.addoption("--cell", action="append", default=[], dest="cells",
                     help="matrix cell to check (repeatable; 'all' for every cell)")
+    group.addoption("--image", default=None, help="an image to check that is not a matrix cell (with --python)")
+    group.addoption("--python", default=None, dest="target_python",
+                    help="path of the interpreter in --image to check")
+    group.addoption("--expect-modes", default=None,
+                    help="perf modes the --image/--python target must pass (e.g. perf,perf_jit); without it a mode "
+                         "that does not work there is skipped with the diagnosis")
 
 
-def pytest_collection_modifyitems(items):
+def pytest_configure(config):
+    selected_targets(config)   # a bad --image/--python/--expect-modes is a usage error before collection
+
+
+def pytest_collection_modifyitems(config, items):
+    _deselect_other_kind(config, items)
     for item in items:
         if Path(str(item.fspath)).is_relative_to(Path(__file__).parent):
             item.add_marker(pytest.mark.container)
@@ -72,7 +89,44 @@ def build_only_skip_reason(cell) -> str:
             "test_build_only.py checks it")
 
 
+def selected_targets(config) -> list[external.ExternalTarget]:
+    """The external target of --image/--python (none without them)."""
+    image, python = config.getoption("image"), config.getoption("target_python")
+    if not image and not python:
+        return []
+    if not (image and python):
+        raise pytest.UsageError("--image and --python go together: the image, and the interpreter's path in it")
+    try:
+        return [external.ExternalTarget(image, python, external.parse_modes(config.getoption("expect_modes")))]
+    except ValueError as exc:
+        raise pytest.UsageError(f"--expect-modes: {exc}") from None
+
+
+TARGET_FIXTURES = ("target_mode",)
+
+
+def _deselect_other_kind(config, items) -> None:
+    """Leave out the empty parametrisations of the kind of target not selected: the external tests in a
+    cells-only run, the cell tests in a run of an external target alone (not skips: nothing was asked)."""
+    targets_only = bool(selected_targets(config)) and not selected_cells(config)
+    keep, drop = [], []
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        # pytest's NOTSET of an empty parametrisation
+        empty = {name for name, value in params.items() if type(value).__name__ == "NotSetType"}
+        external_test = any(name in TARGET_FIXTURES for name in getattr(item, "fixturenames", ()))
+        if (external_test and empty & set(TARGET_FIXTURES)) or (targets_only and empty and not external_test):
+            drop.append(item)
+        else:
+            keep.append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
 def selected_cells(config):
+    if selected_targets(config) and not (config.getoption("cells") or os.environ.get("CPYTHON_PERF_CELLS", "").split()):
+        return []   # an external target alone
     names = config.getoption("cells") or os.environ.get("CPYTHON_PERF_CELLS", "").split() or list(MATRIX.smoke_cells)
     if "all" in names:
         return list(MATRIX.cells.values())
@@ -154,7 +208,8 @@ def check_script_fixes(path: Path) -> list[str]:
 
 
 def check_applies(cell, script: Path) -> bool:
-    """A check runs where the cell's interpreter offers the backends it requires; on a vanilla cell only fix reproducers run."""
+    """A check runs where the cell's interpreter offers the backends it requires; on a vanilla cell only fix reproducers run.
+    (An external target's backends are its claimed modes, or every backend: conftest.target_check_gate.)"""
     if not cell.backends or not check_script_requirements(script) <= set(cell.backends):
         return False
     return bool(check_script_fixes(script)) if cell.vanilla else True
@@ -171,8 +226,12 @@ def pytest_generate_tests(metafunc):
         # vanilla twins exist to reproduce defects; the seed chain is checked on the patched cells
         params = [(c, m) for c in cells if not c.vanilla for m in c.modes]
         metafunc.parametrize("cell_mode", params, ids=[f"{c.name}-{m}" for c, m in params])
+    elif "target_mode" in names:
+        params = [(t, m) for t in selected_targets(metafunc.config) for m in t.modes]
+        metafunc.parametrize("target_mode", params, ids=[f"{t.name}-{m}" for t, m in params])
     elif "cell_check" in names:
-        params = [(c, s) for c in cells for s in check_scripts() if check_applies(c, s)]
+        targets = selected_targets(metafunc.config)
+        params = [(c, s) for c in [*cells, *targets] for s in check_scripts() if check_applies(c, s)]
         metafunc.parametrize("cell_check", params, ids=[f"{c.name}-{s.stem}" for c, s in params])
     elif "build_only_cell" in names:
         # cells of an arch without the trampoline (i386): built, their C API and refused activation checked
@@ -233,6 +292,9 @@ def results_dir() -> Path:
 
 class CellRunner:
     """Runs commands in one cell image with /src and /tmp mounted from the test's directory."""
+
+    python = "python3"   # the interpreter of the image (an external target's: its --python)
+    perf = "perf"        # the perf command of the image (an external image's may be perf_X.Y)
 
     def __init__(self, client, image: str, workdir: Path, cap: str | None):
         self.client, self.image, self.workdir, self.cap = client, image, workdir, cap
@@ -342,6 +404,8 @@ def runner_for(docker_client, tmp_path, tmp_path_factory, record_property):
     """runner_for(cell, perf=True) -> CellRunner for that cell (a GuestRunner for a foreign cell)."""
 
     def make(cell, perf=True):
+        if isinstance(cell, external.ExternalTarget):
+            return target_runner(cell, docker_client, tmp_path, tmp_path_factory, record_property)
         image = image_for(cell, docker_client)
         workdir = _workdir(tmp_path / cell.name)
         if cell.foreign:
@@ -352,3 +416,73 @@ def runner_for(docker_client, tmp_path, tmp_path_factory, record_property):
         return CellRunner(docker_client, image, workdir, cap)
 
     return make
+
+
+# --------------------------------------------------------------------------
+# External targets: an interpreter in an image, not a matrix cell (cpython_perf.external)
+
+_target_facts: dict[str, external.TargetFacts | BaseException] = {}
+
+
+def target_image(target, docker_client) -> str:
+    import docker.errors
+
+    try:
+        docker_client.images.get(target.image)
+    except docker.errors.ImageNotFound:
+        pytest.fail(f"image {target.image} does not exist here (docker pull or build it; for stock Debian ones: "
+                    "python -m cpython_perf.external image --suite SUITE --package python3.X)", pytrace=False)
+    return target.image
+
+
+def facts_for(target, docker_client, tmp_path_factory) -> external.TargetFacts:
+    """What the target's image and interpreter offer (once a session): cpython_perf.external.gather_facts."""
+    if target.name not in _target_facts:
+        image = target_image(target, docker_client)
+        runner = CellRunner(docker_client, image, _workdir(tmp_path_factory.mktemp(f"facts-{target.name}")), None)
+
+        def copy_out(paths):
+            paths = [p for p in paths if p]
+            (runner.src / "bin").mkdir(exist_ok=True)
+            copied = {}
+            for i, path in enumerate(paths):
+                if runner.run(["cp", "-L", path, f"/src/bin/{i}"], perf=False).exit_code == 0:
+                    copied[path] = runner.src / "bin" / str(i)
+            return copied
+
+        try:
+            _target_facts[target.name] = external.gather_facts(
+                lambda command: runner.run(command, perf=False, timeout=300), copy_out,
+                lambda perf: containers.perf_capability(docker_client, image, perf=perf), target)
+        except Exception as exc:  # reported by every test that needed it
+            _target_facts[target.name] = exc
+    got = _target_facts[target.name]
+    if isinstance(got, BaseException):
+        pytest.fail(f"{target.python} in {target.image}: the facts could not be gathered: {got}", pytrace=False)
+    return got
+
+
+@pytest.fixture
+def target_facts(docker_client, tmp_path_factory):
+    """target_facts(target) -> its TargetFacts (gathered once a session)."""
+    return lambda target: facts_for(target, docker_client, tmp_path_factory)
+
+
+def target_runner(target, docker_client, tmp_path, tmp_path_factory, record_property) -> CellRunner:
+    """A runner of the target's image: its python and perf command, perf's capability where permitted."""
+    facts = facts_for(target, docker_client, tmp_path_factory)
+    runner = CellRunner(docker_client, target.image, _workdir(tmp_path / target.name), facts.capability)
+    runner.python = target.python
+    runner.perf = facts.perf.command or "perf"
+    return runner
+
+
+def target_check_gate(cell, script: Path, target_facts, record_property) -> None:
+    """Tag an external target's check with the target (properties external_image, external_python, which the
+    report reads) and skip it where the target neither claims nor offers the backends it needs."""
+    if isinstance(cell, external.ExternalTarget):
+        record_property("external_image", cell.image)
+        record_property("external_python", cell.python)
+        reason = external.check_skip_reason(cell, check_script_requirements(script), target_facts(cell))
+        if reason:
+            pytest.skip(f"{script.name}: {reason}")

@@ -29,19 +29,12 @@ import json
 import pytest
 
 from cpython_perf import perf_runs, regrtest
-from cpython_perf.matrix import PERF_MODES
+from cpython_perf.matrix import PERF_C_API, PERF_MODES
 
 from conftest import PYTHON
 
 PROBE = "/src/build_only_probe.py"
-FUNCTIONS = (
-    "PyUnstable_PerfMapState_Init",
-    "PyUnstable_WritePerfMapEntry",
-    "PyUnstable_PerfMapState_Fini",
-    "PyUnstable_CopyPerfMapFile",
-    "PyUnstable_PerfTrampoline_CompileCode",
-    "PyUnstable_PerfTrampoline_SetPersistAfterFork",
-)
+FUNCTIONS = PERF_C_API
 NOT_AVAILABLE = "perf trampoline not available"   # upstream sysmodule.c, without PY_HAVE_PERF_TRAMPOLINE
 TEST_SYS_TIMEOUT = 1800
 

@@ -21,18 +21,19 @@ import re
 
 import pytest
 
-from conftest import check_script_fixes
+from conftest import check_script_fixes, target_check_gate
 
 CANNOT_CHECK = 2
 
 
-def test_check_script(cell_check, runner_for, record_property):
+def test_check_script(cell_check, runner_for, record_property, target_facts):
     cell, script = cell_check
     if cell.vanilla and cell.foreign and re.search(r"^#\s*emulated-reproduction:\s*no\b", script.read_text(), re.M):
         pytest.skip(f"{script.name} is timing dependent and does not reproduce its defect under qemu-user "
                     f"(its header says so); it is proven on the x86_64 vanilla twin")
+    target_check_gate(cell, script, target_facts, record_property)   # an external target (--image/--python): see conftest
     runner = runner_for(cell)
-    result = runner.run(["python3", f"/src/{script.name}"], timeout=1200)
+    result = runner.run([runner.python, f"/src/{script.name}"], timeout=1200)
     output = (result.stdout + result.stderr)[-6000:]
     print(output)
     fixes = check_script_fixes(script)

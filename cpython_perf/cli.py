@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
+from pathlib import Path
 
 from . import build, host, images, patches, sources
+from .ci import plan as ci_plan
 from .errors import DriverError
-from .matrix import load_matrix
+from .matrix import HOST_ARCH, KNOWN_ARCHES, load_matrix
 
 
 def _log(line: str) -> None:
@@ -33,10 +36,32 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--base-mode", choices=images.BASE_MODES, default=None,
                    help="how to make the base image (default: auto, or $CPYTHON_PERF_BASE_MODE)")
     p.add_argument("--no-cache", action="store_true", help="rebuild every layer of the cell image")
+    p.add_argument("--if-stale", action="store_true",
+                   help="build only if no image of the same inputs digest exists (a CI worker's build step)")
     p = sub.add_parser("base-image", help="create the base image if it does not exist")
     p.add_argument("--mode", choices=images.BASE_MODES, default=None)
+    p.add_argument("--arch", choices=KNOWN_ARCHES, default=HOST_ARCH,
+                   help="the base of another arch's cells (always bootstrapped; --mode is the host base's)")
+    sub.add_parser("tools-image", help="create the tools image (samply, flame graphs) if it does not exist")
+    p = sub.add_parser("plan", help="the jobs of a CI run as JSON: images, cells, report (cpython_perf/ci/plan.py)")
+    ci_plan.add_arguments(p)
     p = sub.add_parser("check-series", help="apply a cell's additions and series to its pristine source")
     p.add_argument("cell")
+    p = sub.add_parser("series-forms", help="write a version's series in the forms packagers import: a quilt "
+                                            "directory (new files as a patch) and a git-am mbox")
+    p.add_argument("version", help="a version with a patch series (e.g. 3.11)")
+    p.add_argument("--out", default=None, help="output directory (default: dist/series/<version>)")
+    p = sub.add_parser("deb", help="build a distro lane's Debian source package with the series added, with "
+                                   "Debian's own debian/rules, install it in a clean container and check it")
+    p.add_argument("lane", help="a lane of matrix.yaml distros: (e.g. bookworm-3.11)")
+    p.add_argument("--release-grade", action="store_true",
+                   help="the archive's own build flags (PGO, LTO, the test suite; no frame pointers added)")
+    p.add_argument("--without-series", action="store_true",
+                   help="the baseline: Debian's source package rebuilt as it is (lintian's stricter baseline)")
+    p.add_argument("--jobs", type=int, default=2, help="DEB_BUILD_OPTIONS parallel= (default 2)")
+    p.add_argument("--rebuild", action="store_true", help="build again even if the cache has these packages")
+    p.add_argument("--no-checks", action="store_true", help="build (and lintian) only: no install images, no checks")
+    p.add_argument("--no-lintian", action="store_true", help="skip lintian and the archive comparison")
     args = parser.parse_args(argv)
 
     try:
@@ -52,20 +77,48 @@ def main(argv: list[str] | None = None) -> int:
             cell = matrix.cell(args.cell)
             path = sources.fetch_source(cell.recipe, log=_log)
             print(path)
+        elif args.command == "build" and args.if_stale and not args.no_cache:
+            build.ensure_cell_image(matrix.cell(args.cell), matrix, _log)
+            _log(f"{matrix.cell(args.cell).image} is current")
         elif args.command == "build":
             build.build_cell(matrix.cell(args.cell), matrix, _log, args.base_mode, no_cache=args.no_cache)
         elif args.command == "base-image":
-            print(images.ensure_base_image(host.docker_client(_log), matrix.base_suite, args.mode, _log))
+            client = host.docker_client(_log)
+            print(images.ensure_base_image(client, matrix.base_suite, args.mode, _log) if args.arch == HOST_ARCH
+                  else images.ensure_arch_base_image(client, matrix.base_suite, args.arch, _log))
+        elif args.command == "tools-image":
+            from . import tools
+
+            print(tools.ensure_tools_image(host.docker_client(_log), matrix, _log))
+        elif args.command == "plan":
+            ci_plan.run(matrix, args)
         elif args.command == "check-series":
             cell = matrix.cell(args.cell)
             tarball = sources.fetch_source(cell.recipe, log=_log)
             count = patches.check_series_applies(tarball, cell.recipe.srcdir, cell.additions,
                                                  images.ADDITIONS_ROOT, cell.series)
             for p in patches.read_series(cell.series) if cell.series else []:
-                missing = patches.missing_dep3_fields(p.path)
-                if missing:
-                    raise DriverError(f"patch {p.name} lacks DEP-3 fields: {', '.join(missing)}")
+                problems = patches.dep3_problems(p.path.read_text())
+                if problems:
+                    raise DriverError(f"patch {p.name}'s DEP-3 header is incomplete: {'; '.join(problems)}")
             print(f"{cell.name}: {len(cell.additions)} additions and {count} patches apply to {cell.recipe.srcdir}")
+        elif args.command == "series-forms":
+            from .distro import series_forms
+
+            out = Path(args.out) if args.out else matrix.root / "dist" / "series" / args.version
+            if out.exists():
+                shutil.rmtree(out)   # generated: never a mix of an old and a new form
+            written = series_forms.write_forms(matrix.series_of(args.version), out)
+            print(f"quilt form: {written['quilt']}/ (append its series after the distribution's own patches)")
+            print(f"git am form: {written['mbox']}")
+        elif args.command == "deb":
+            from .distro import deb_build
+
+            options = deb_build.DebOptions(release_grade=args.release_grade, with_series=not args.without_series,
+                                           jobs=args.jobs, rebuild=args.rebuild, checks=not args.no_checks,
+                                           lintian=not args.no_lintian)
+            summary = deb_build.LaneRun(matrix.distro(args.lane), matrix, options, _log).run()
+            print(json.dumps({k: summary[k] for k in ("lane", "version", "phases", "images") if k in summary}))
     except DriverError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -96,7 +96,10 @@ def ensure_arch_base_image(client, suite: str, arch: str, log=print) -> str:
     return tag
 
 
-def _bootstrap_base(client, suite: str, packages: list[str], tag: str, log, debian_arch: str | None = None) -> None:
+def _bootstrap_base(client, suite: str, packages: list[str], tag: str, log, debian_arch: str | None = None,
+                    extra_suites: tuple[str, ...] = ()) -> None:
+    """mmdebstrap suite (and extra_suites of the same archive, e.g. bookworm-backports) from the machine's
+    own archive entry, then `docker import` as tag."""
     host.ensure_commands({"mmdebstrap": "mmdebstrap"}, log)
     entry = sources.machine_archive_entry()
     repository, _, version = tag.partition(":")
@@ -104,7 +107,7 @@ def _bootstrap_base(client, suite: str, packages: list[str], tag: str, log, debi
         tar = Path(tmp) / "rootfs.tar"
         arch_option = [f"--architectures={debian_arch}"] if debian_arch else []
         cmd = ["mmdebstrap", "--variant=apt", *arch_option, f"--include={','.join(packages)}", suite, str(tar),
-               f"deb {entry['uri']} {suite} main"]
+               f"deb {entry['uri']} {suite} main", *(f"deb {entry['uri']} {extra} main" for extra in extra_suites)]
         log("$ " + " ".join(cmd))
         proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True)
         if proc.returncode != 0:
@@ -156,20 +159,23 @@ class CellInputs:
 
 
 def cell_inputs(cell: Cell, suite: str, cache_dir: Path | None = None, log=print,
-                matrix: Matrix | None = None) -> CellInputs:
+                matrix: Matrix | None = None, *, fetch: bool = True) -> CellInputs:
     """Fetch the cell's source (may raise SourceUnavailable) and digest its inputs.
 
     A cross-compiled cell's inputs include its build Python cell's (matrix is
-    needed to find it), so that a change there rebuilds it too.
+    needed to find it), so that a change there rebuilds it too.  The tarball
+    enters the digest by its pinned sha256, so fetch=False (the CI plan,
+    cpython_perf.ci.plan) gives the same digest without fetching anything;
+    tarball is then only the file's name.
     """
-    tarball = sources.fetch_source(cell.recipe, cache_dir, log)
+    tarball = sources.fetch_source(cell.recipe, cache_dir, log) if fetch else Path(cell.recipe.filename)
     series = patches.read_series(cell.series) if cell.series else []
     base_tag = render.build_base_image_tag(suite, cell.arch)
     target_base_tag, build_python = "", None
     if cell.foreign:
         if matrix is None:
             raise DriverError(f"{cell.name} is cross-compiled: the matrix is needed to find its build Python cell")
-        build_python = cell_inputs(matrix.build_python_cell(cell), suite, cache_dir, log, matrix)
+        build_python = cell_inputs(matrix.build_python_cell(cell), suite, cache_dir, log, matrix, fetch=fetch)
         target_base_tag = render.foreign_base_image_tag(suite, cell.arch)
     inputs = CellInputs(cell, base_tag, tarball, series, "", target_base_tag, build_python)
     digest = hashlib.sha256()

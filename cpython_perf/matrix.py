@@ -68,20 +68,31 @@ ARCH_FACTS = {
                       multiarch="i386-linux-gnu", pointer_bits=32),
 }
 PERF_MODES = ("perf", "perf_jit")
+# The perf map C API every patched interpreter exports (CPython 3.12's names; the backports add them, 3.13
+# has them): what the build-only cells check and what a distro's libpython symbols file must list.
+PERF_C_API = (
+    "PyUnstable_PerfMapState_Init",
+    "PyUnstable_WritePerfMapEntry",
+    "PyUnstable_PerfMapState_Fini",
+    "PyUnstable_CopyPerfMapFile",
+    "PyUnstable_PerfTrampoline_CompileCode",
+    "PyUnstable_PerfTrampoline_SetPersistAfterFork",
+)
 SUPPORT_KINDS = ("native", "backport", "none")
 # Upstream facts: the trampoline is native from 3.12, perf_jit from 3.13.
 NATIVE_SINCE = {"perf": (3, 12), "perf_jit": (3, 13)}
 IMAGE_REPOSITORY = "cpython-perf"
 
-_TOP_KEYS = {"smoke_cells", "default_cell", "base_suite", "arches", "default_arches", "variants", "versions",
+_TOP_KEYS = {"smoke_cells", "default_cell", "base_suite", "arches", "default_arches", "variants", "versions", "distros",
              "regression_tests", "profilers", "arch_cflags"}
 _PROFILER_KEYS = {"suite", "samply", "inferno", "py_spy"}
 _PY_SPY_KEYS = {"version", "sha256"}
 _VARIANT_KEYS = {"description", "cflags", "configure_since", "dwarf_stack_size"}
-_VERSION_KEYS = {"recipe", "support", "series", "additions", "cells"}
+_VERSION_KEYS = {"recipe", "support", "series", "additions", "additions_header", "cells"}
 _CELL_KEYS = {"modes", "arches", "vanilla", "build_only"}
 _RECIPE_KEYS = {"version", "url", "sha256", "size", "debian", "configure"}
 _DEBIAN_KEYS = {"package", "suite", "file"}
+_DISTRO_KEYS = {"source_package", "package_version", "suites", "perf_suite", "modes", "description"}
 
 
 # --------------------------------------------------------------------------
@@ -275,6 +286,54 @@ class Cell:
 
 
 @dataclass(frozen=True)
+class VersionSeries:
+    """What a version adds to CPython's source: its quilt series, the new whole files (Python-additions/)
+    and the DEP-3 header of the generated patch that creates them (packager forms, distro.series_forms)."""
+
+    version: str
+    series: Path
+    additions: tuple[str, ...]
+    additions_header: Path | None
+
+
+@dataclass(frozen=True)
+class DistroLane:
+    """A distro packaging lane (matrix.yaml `distros:`): the version's series added to a Debian source
+    package, built with Debian's own debian/rules in a container of that release, installed with apt into
+    a clean one and checked there (`nox -s deb-<suite>-<version>`)."""
+
+    name: str                    # <suite>-<version>, e.g. bookworm-3.11
+    suite: str                   # the Debian release, e.g. bookworm
+    version: str                 # the matrix version whose series is added, e.g. 3.11
+    description: str
+    source_package: str          # e.g. python3.11
+    package_version: str         # the Debian version the series is proven on, e.g. 3.11.2-6+deb12u8
+    suites: tuple[str, ...]      # apt suites searched for that version (e.g. bookworm, bookworm-security)
+    perf_suite: str              # suite of the checking container's linux-perf (e.g. bookworm-backports)
+    modes: tuple[str, ...]       # perf modes the installed packages must pass
+    series: Path
+    additions: tuple[str, ...]
+    additions_header: Path | None = None
+
+    @property
+    def patch_series(self) -> VersionSeries:
+        return VersionSeries(self.version, self.series, self.additions, self.additions_header)
+
+    @property
+    def session(self) -> str:
+        return f"deb-{self.name}"
+
+    @property
+    def python(self) -> str:
+        """The interpreter the binary packages install."""
+        return f"/usr/bin/python{self.version}"
+
+    @property
+    def upstream_version(self) -> str:
+        return self.package_version.split("-", 1)[0]
+
+
+@dataclass(frozen=True)
 class ProfilerPins:
     """The Debian suite and package versions of the tools image (matrix.yaml `profilers:`)."""
 
@@ -302,6 +361,24 @@ class Matrix:
     profilers: "ProfilerPins | None" = None
     # arch -> extra CFLAGS of every cell of that arch
     arch_cflags: dict[str, str] = field(default_factory=dict)
+    # distro packaging lanes, by name (<suite>-<version>)
+    distros: dict[str, DistroLane] = field(default_factory=dict)
+    # version -> its series, additions and additions header (versions with a series only)
+    series: dict[str, VersionSeries] = field(default_factory=dict)
+
+    def series_of(self, version: str) -> VersionSeries:
+        try:
+            return self.series[version]
+        except KeyError:
+            raise UnknownCell(f"{version} has no patch series in {self.path} "
+                              f"(versions with one: {', '.join(self.series) or 'none'})") from None
+
+    def distro(self, name: str) -> DistroLane:
+        try:
+            return self.distros[name]
+        except KeyError:
+            raise UnknownCell(f"unknown distro lane {name!r}: {self.path} defines "
+                              f"{', '.join(self.distros) or 'none'} under distros:") from None
 
     def cell(self, name: str) -> Cell:
         try:
@@ -459,6 +536,7 @@ def load_matrix(path: Path | None = None) -> Matrix:
         raise where.error(data, "regression_tests", "regression_tests must be a list of CPython test module names (test_xxx)")
     matrix.regression_tests = tuple(tests)
     matrix.profilers = _load_profilers(where, data)
+    matrix.distros = _load_distros(where, data, matrix, versions)
     for cell in matrix.cells.values():
         if cell.foreign and matrix.build_python_cell(cell) is None:
             raise MatrixError(f"{path}: {cell.name} is cross-compiled, which needs a {HOST_ARCH} cell of "
@@ -483,6 +561,61 @@ def _load_arch_cflags(where: _Where, data) -> dict[str, str]:
             raise where.error(spec, arch, f"arch_cflags of {arch} must be plain options (no quotes, $, ` or \\): "
                                           "they are written into a shell command of the Dockerfile")
     return {arch: " ".join(flags.split()) for arch, flags in spec.items()}
+
+
+_DEBIAN_NAME = re.compile(r"[a-z0-9][a-z0-9.+-]*")
+_DEBIAN_VERSION = re.compile(r"[0-9][A-Za-z0-9.+~:-]*-[A-Za-z0-9.+~]+")
+
+
+def _load_distros(where: _Where, data, matrix: Matrix, versions) -> dict[str, DistroLane]:
+    """matrix.yaml `distros:` {<suite>-<version>: {source_package, package_version, suites, perf_suite, modes}}."""
+    spec = data.get("distros")
+    if spec is None:
+        return {}
+    if not isinstance(spec, dict):
+        raise where.error(data, "distros", "distros must map <suite>-<version> (e.g. bookworm-3.11) to a lane")
+    lanes = {}
+    for name, lane in spec.items():
+        m = re.fullmatch(r"([a-z]+)-(3\.\d+)", str(name))
+        if not m:
+            raise where.error(spec, name, f"distro lane {name!r} must be named <suite>-<version>, e.g. bookworm-3.11")
+        suite, version = m.groups()
+        if not isinstance(lane, dict):
+            raise where.error(spec, name, f"distro lane {name} must be a mapping")
+        where.check_keys(lane, _DISTRO_KEYS, f"distros.{name}")
+        if version not in versions:
+            raise where.error(spec, name, f"distro lane {name}: {version} is not a version of the matrix")
+        vspec = versions[version]
+        if not vspec.get("series"):
+            raise where.error(spec, name, f"distro lane {name}: {version} has no patch series to add")
+        package = where.require(lane, "source_package", f"distros.{name}")
+        if not isinstance(package, str) or not _DEBIAN_NAME.fullmatch(package):
+            raise where.error(lane, "source_package", f"source_package of {name} must be a Debian package name")
+        pversion = str(where.require(lane, "package_version", f"distros.{name}"))
+        if not _DEBIAN_VERSION.fullmatch(pversion):
+            raise where.error(lane, "package_version",
+                              f"package_version of {name} must be a Debian revision such as 3.11.2-6+deb12u8, "
+                              f"not {pversion!r}")
+        if not pversion.startswith(version + "."):
+            raise where.error(lane, "package_version", f"package_version {pversion} of {name} is not a {version} release")
+        suites = lane.get("suites") or [suite]
+        if not isinstance(suites, list) or not all(isinstance(s, str) and _DEBIAN_NAME.fullmatch(s) for s in suites):
+            raise where.error(lane, "suites", f"suites of {name} must be a list of Debian suites")
+        if not all(s == suite or s.startswith(suite + "-") for s in suites):
+            raise where.error(lane, "suites", f"suites of {name} must be {suite} or its -security/-updates suites")
+        perf_suite = str(lane.get("perf_suite") or suite)
+        if not (perf_suite == suite or perf_suite.startswith(suite + "-")):
+            raise where.error(lane, "perf_suite", f"perf_suite of {name} must be {suite} or one of its suites "
+                                                  f"(e.g. {suite}-backports)")
+        modes = lane.get("modes") or []
+        if not isinstance(modes, list) or not all(mode in PERF_MODES for mode in modes):
+            raise where.error(lane, "modes", f"modes of {name} must be a list of {', '.join(PERF_MODES)}")
+        lanes[name] = DistroLane(
+            name=name, suite=suite, version=version, description=str(lane.get("description") or ""),
+            source_package=package, package_version=pversion, suites=tuple(suites), perf_suite=perf_suite,
+            modes=tuple(modes), series=matrix.root / vspec["series"],
+            additions=tuple(vspec.get("additions") or ()), additions_header=matrix.series_of(version).additions_header)
+    return lanes
 
 
 def _load_profilers(where: _Where, data) -> ProfilerPins | None:
@@ -532,6 +665,18 @@ def _load_version(matrix: Matrix, where: _Where, versions, version: str, spec) -
     for rel in additions:
         if not (matrix.root / "Python-additions" / rel).is_file():
             raise where.error(spec, "additions", f"addition {rel} of {version} is not a file under Python-additions/")
+
+    header = spec.get("additions_header")
+    header_path = None
+    if header is not None:
+        header_path = matrix.root / header
+        if not header_path.is_file():
+            raise where.error(spec, "additions_header", f"additions_header {header} of {version} does not exist")
+    elif additions:
+        raise where.error(spec, "additions", f"{version} has additions but no additions_header: the packager forms "
+                                             "of its series need the DEP-3 header of the patch that creates them")
+    if series_path is not None:
+        matrix.series[version] = VersionSeries(version, series_path, tuple(additions), header_path)
 
     cells = where.require(spec, "cells", f"version {version}")
     if not isinstance(cells, dict) or not cells:

@@ -46,10 +46,15 @@ def read_series(series: Path) -> list[Patch]:
 
 
 def dep3_header(patch: Path) -> dict[str, str]:
-    """The DEP-3 fields of a patch (the header ends at the first line starting '---' or 'diff ')."""
+    """The DEP-3 fields of a patch file (the header ends at the first line starting '---' or 'diff ')."""
+    return dep3_header_text(patch.read_text(errors="replace"))
+
+
+def dep3_header_text(text: str) -> dict[str, str]:
+    """The DEP-3 fields of a patch's text (a repeated field keeps its last value)."""
     fields: dict[str, str] = {}
     key = None
-    for line in patch.read_text(errors="replace").splitlines():
+    for line in text.splitlines():
         if line.startswith(("---", "diff ", "Index: ")):
             break
         m = re.match(r"([A-Za-z][A-Za-z0-9-]*):\s?(.*)$", line)
@@ -64,6 +69,30 @@ def dep3_header(patch: Path) -> dict[str, str]:
 def missing_dep3_fields(patch: Path) -> list[str]:
     header = dep3_header(patch)
     return [f for f in DEP3_REQUIRED if not header.get(f)]
+
+
+def dep3_problems(text: str) -> list[str]:
+    """What a packager would miss in a patch's DEP-3 header (empty: complete).
+
+    Beyond the required fields: Forwarded is `no`, `not-needed` or a URL, and
+    a patch not forwarded says why in a Description paragraph starting
+    "Not forwarded"; a patch whose Origin is `backport` or `upstream` says
+    where upstream has it (Applied-Upstream); Last-Update is a YYYY-MM-DD date.
+    """
+    header = dep3_header_text(text)
+    problems = [f"no {f} field" for f in DEP3_REQUIRED if not header.get(f)]
+    forwarded = header.get("Forwarded", "")
+    if forwarded and not (forwarded in ("no", "not-needed") or forwarded.startswith(("http://", "https://"))):
+        problems.append(f"Forwarded is {forwarded.splitlines()[0]!r}: DEP-3 wants no, not-needed or a URL "
+                        "(put the reason in the Description)")
+    if forwarded in ("no", "not-needed") and not re.search(r"^Not forwarded", header.get("Description", ""), re.M):
+        problems.append(f"Forwarded: {forwarded} without a Description paragraph starting 'Not forwarded' that says why")
+    origin = header.get("Origin", "")
+    if origin.split(",")[0].strip() in ("backport", "upstream") and not header.get("Applied-Upstream"):
+        problems.append(f"Origin: {origin.split(',')[0]} without Applied-Upstream (the upstream version that has it)")
+    if header.get("Last-Update") and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", header["Last-Update"]):
+        problems.append(f"Last-Update {header['Last-Update']!r} is not a YYYY-MM-DD date")
+    return problems
 
 
 def copy_additions(additions, additions_root: Path, tree: Path) -> None:

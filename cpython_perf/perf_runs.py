@@ -77,19 +77,20 @@ def record_options(cell: Cell, mode: str | None) -> list[str]:
 
 
 def python_command(mode: str | None, activation: str, script: str,
-                   args: tuple[str, ...] = ()) -> tuple[list[str], dict[str, str]]:
+                   args: tuple[str, ...] = (), python: str = "python3") -> tuple[list[str], dict[str, str]]:
     """The python3 command line and environment for a mode and an activation method; args go to the script.
+    python: the interpreter to run (an external target's path; a cell's is python3 on PATH).
 
     activation: xoption (-X perf), env (PYTHONPERFSUPPORT=1 ...), sys_api
     (sys.activate_stack_trampoline around the script's run, as the howto shows).
     """
     args = [str(a) for a in args]
     if mode is None:
-        return ["python3", script, *args], {}
+        return [python, script, *args], {}
     if activation == "xoption":
-        return ["python3", "-X", MODE_XOPTION[mode], script, *args], {}
+        return [python, "-X", MODE_XOPTION[mode], script, *args], {}
     if activation == "env":
-        return ["python3", script, *args], {MODE_ENV[mode]: "1"}
+        return [python, script, *args], {MODE_ENV[mode]: "1"}
     if activation == "sys_api":
         code = (
             "import runpy, sys; "
@@ -98,20 +99,23 @@ def python_command(mode: str | None, activation: str, script: str,
             f"runpy.run_path({script!r}, run_name='__main__'); "
             "sys.deactivate_stack_trampoline()"
         )
-        return ["python3", "-c", code], {}
+        return [python, "-c", code], {}
     raise ValueError(f"unknown activation {activation!r} (known: {', '.join(ACTIVATIONS)})")
 
 
 def perf_run(cell: Cell, mode: str | None, activation: str = "xoption", script: str = SEED_SCRIPT,
-             c_stack_kb: int | None = None, args: tuple[str, ...] = ()) -> PerfRun:
+             c_stack_kb: int | None = None, args: tuple[str, ...] = (), python: str = "python3",
+             perf: str = "perf") -> PerfRun:
     """Shell script that records, (injects), and writes perf script output to /src/<output>.
 
     c_stack_kb raises the C stack limit (ulimit -s) for the recording, for scripts that nest
     deeper than the default 8 MiB allows once every Python call is a C call of the eval loop.
+    python and perf: the interpreter and the perf command to run (an external target's, cpython_perf.external).
     """
-    argv, env = python_command(mode, activation, script, args)
+    argv, env = python_command(mode, activation, script, args, python)
     envs = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-    record = f"perf record {' '.join(record_options(cell, mode))} -o /src/perf.data -- "
+    perf = shlex.quote(perf)
+    record = f"{perf} record {' '.join(record_options(cell, mode))} -o /src/perf.data -- "
     phases = f"/src/{PHASES_OUTPUT}"
     lines = [
         "set -eu",
@@ -127,10 +131,10 @@ def perf_run(cell: Cell, mode: str | None, activation: str = "xoption", script: 
     data = "/src/perf.data"
     if mode == "perf_jit":
         # perf inject writes jitted-PID-N.so beside the dump, i.e. in the mounted /tmp.
-        lines.append("timed inject perf inject -i /src/perf.data --jit --output /src/perf.jit.data")
+        lines.append(f"timed inject {perf} inject -i /src/perf.data --jit --output /src/perf.jit.data")
         data = "/src/perf.jit.data"
     lines.append(f"echo \"data_bytes $(stat -c %s {data})\" >> {phases}")
-    lines.append(f"timed script perf script -F {PERF_SCRIPT_FIELDS} -i {data} > /src/{SCRIPT_OUTPUT}")
+    lines.append(f"timed script {perf} script -F {PERF_SCRIPT_FIELDS} -i {data} > /src/{SCRIPT_OUTPUT}")
     return PerfRun("\n".join(lines) + "\n")
 
 

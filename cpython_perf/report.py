@@ -23,6 +23,14 @@ without a cell (the unit tests) are summarised apart.  When several files hold
 the same testcase, the newest file (by its testsuite timestamp, else its
 modification time) wins.
 
+External interpreters.  Testcases of an external target (an interpreter in an
+image that is not a matrix cell: `--image`/`--python`, cpython_perf.external,
+results/external-<name>/junit.xml) carry the properties external_image and
+external_python; they get their own section, one row per (image, python, perf
+mode): works (passed) or does not work (skipped, or FAIL where the mode was
+expected) with the diagnosed reason, and a line per target summing up its
+check scripts.
+
 Flame graphs.  Where results/<cell>/seed.perf-script.txt exists (the
 `perf script` output of the seed run with the cell's first perf mode, saved by
 conformance/test_seed_chain.py), the report renders results/<cell>/
@@ -175,6 +183,7 @@ class Report:
     generated: str
     flamegraphs: dict[str, tuple[str | None, str]] = field(default_factory=dict)  # cell -> (svg path, note)
     retired: int = 0   # results of tests the suite no longer has, left out
+    external: list[CaseResult] = field(default_factory=list)   # testcases of external targets
 
     def status(self, cell: str) -> str:
         """not run / passed / failed / incomplete (skips, nothing failed)."""
@@ -214,8 +223,11 @@ def retired(case: CaseResult, root: Path = PROJECT_ROOT) -> bool:
 def build_report(matrix: Matrix, cases: list[CaseResult]) -> Report:
     cells = list(matrix.cells)
     grid: dict[str, dict[str, CaseResult]] = {c: {} for c in cells}
-    unbound, checks = [], []
+    unbound, checks, external = [], [], []
     for case in sorted(cases, key=lambda c: (c.classname, c.name)):
+        if case.properties.get("external_image"):
+            external.append(case)
+            continue
         cell, check = cell_of(case, cells)
         if cell is None:
             unbound.append(case)
@@ -224,7 +236,112 @@ def build_report(matrix: Matrix, cases: list[CaseResult]) -> Report:
         if check not in checks:
             checks.append(check)
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    return Report(cells, checks, grid, unbound, now)
+    return Report(cells, checks, grid, unbound, now, external=external)
+
+
+# --------------------------------------------------------------------------
+# External interpreters (cpython_perf.external)
+
+EXTERNAL_MODE_TEST = "test_perf_mode"
+EXTERNAL_NOTE = ("Interpreters in images that are not matrix cells (`--image IMAGE --python PATH`, "
+                 "cpython_perf.external): each perf mode recorded for real with the image's own perf, judged by the "
+                 "cells' bars; where a mode does not work, the reason diagnosed from the image (sysconfig, the "
+                 "interpreter's answers, objdump of the eval loop, perf's version and permission).")
+_REASON_PREFIX = re.compile(r"^\S+ does not work with \S+ in \S+: ")
+
+
+@dataclass
+class ExternalRow:
+    image: str
+    python: str
+    mode: str
+    outcome: str          # works / does not work / does not work (expected: FAIL) / ERROR
+    reason: str
+    seconds: float
+    python_version: str = ""
+    perf_version: str = ""
+    css: str = "passed"
+
+
+def external_outcome(case: CaseResult) -> tuple[str, str]:
+    """(outcome, css class) of an external mode test."""
+    if case.outcome == "passed":
+        return ("works (caveat)" if case.properties.get("external_caveat") else "works"), "passed"
+    if case.outcome == "skipped":
+        return "does not work", "skipped"
+    if case.outcome == "failed":
+        expected = case.properties.get("expected") == "True"
+        return ("does not work (expected: FAIL)" if expected else "FAIL"), "failed"
+    return LABEL.get(case.outcome, case.outcome), case.outcome
+
+
+def external_rows(report: Report) -> list[ExternalRow]:
+    """One row per (image, python, mode) of the external targets' mode tests."""
+    rows = []
+    for case in report.external:
+        if case.function != EXTERNAL_MODE_TEST:
+            continue
+        props = case.properties
+        outcome, css = external_outcome(case)
+        reason = props.get("external_reason") or props.get("external_caveat") or ("" if case.outcome == "passed" else
+                                                   _REASON_PREFIX.sub("", _first_line(case.message, 2000)))
+        rows.append(ExternalRow(props.get("external_image", ""), props.get("external_python", ""),
+                                props.get("mode", case.param_id or ""), outcome, reason, case.seconds,
+                                props.get("python_version", ""), props.get("perf_version", ""), css))
+    order = {"perf": 0, "perf_jit": 1}
+    return sorted(rows, key=lambda r: (r.image, r.python, order.get(r.mode, 9), r.mode))
+
+
+def external_check_summaries(report: Report) -> dict[tuple[str, str], str]:
+    """(image, python) -> "N pass, M FAIL (names), K skip" of the target's other tests (the check scripts)."""
+    grouped: dict[tuple[str, str], list[CaseResult]] = defaultdict(list)
+    for case in report.external:
+        if case.function != EXTERNAL_MODE_TEST:
+            grouped[(case.properties.get("external_image", ""), case.properties.get("external_python", ""))].append(case)
+    out = {}
+    for key, cases in sorted(grouped.items()):
+        n = Counter(c.outcome for c in cases)
+        bad = [c.param_id.rsplit("-", 1)[-1] if c.param_id else c.name for c in cases if c.outcome in ("failed", "error")]
+        parts = [f"{n[k]} {LABEL[k]}" for k in OUTCOMES if n[k]]
+        out[key] = ", ".join(parts) + (f" (failed: {', '.join(sorted(bad))})" if bad else "")
+    return out
+
+
+def render_external_markdown(report: Report) -> list[str]:
+    rows = external_rows(report)
+    if not rows and not report.external:
+        return []
+    out = ["## External interpreters", "", EXTERNAL_NOTE, "",
+           "| image | python | version | perf | mode | outcome | reason | s |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        out.append(f"| {_md_escape(r.image)} | {_md_escape(r.python)} | {r.python_version} | {r.perf_version} | "
+                   f"{r.mode} | {r.outcome} | {_md_escape(r.reason)} | {r.seconds:.1f} |")
+    summaries = external_check_summaries(report)
+    if summaries:
+        out += ["", "Check scripts run with the target's interpreter:", ""]
+        out += [f"- {_md_escape(image)} {_md_escape(python)}: {_md_escape(text)}" for (image, python), text in summaries.items()]
+    return out + [""]
+
+
+def render_external_html(report: Report) -> str:
+    rows = external_rows(report)
+    if not rows and not report.external:
+        return ""
+    e = html.escape
+    out = [f"<h2>External interpreters</h2><p>{e(EXTERNAL_NOTE)}</p><table><tr><th>image</th><th>python</th>"
+           "<th>version</th><th>perf</th><th>mode</th><th>outcome</th><th>reason</th><th>s</th></tr>"]
+    for r in rows:
+        out.append(f"<tr><td>{e(r.image)}</td><td>{e(r.python)}</td><td>{e(r.python_version)}</td>"
+                   f"<td>{e(r.perf_version)}</td><td>{e(r.mode)}</td><td class='{r.css}'>{e(r.outcome)}</td>"
+                   f"<td>{e(r.reason)}</td><td>{r.seconds:.1f}</td></tr>")
+    out.append("</table>")
+    summaries = external_check_summaries(report)
+    if summaries:
+        out.append("<p>Check scripts run with the target's interpreter:</p><ul>" +
+                   "".join(f"<li>{e(image)} {e(python)}: {e(text)}</li>" for (image, python), text in summaries.items())
+                   + "</ul>")
+    return "\n".join(out)
 
 
 def _entry(report: Report, cell: str, check: str) -> tuple[str, CaseResult | None]:
@@ -278,7 +395,7 @@ def render_markdown(report: Report) -> str:
             out += ["", "Reasons:", ""] + [f"{i}. {_md_escape(n)}" for i, n in enumerate(notes, 1)]
     else:
         out.append("No cell results found.")
-    out += ["", "## Details", ""]
+    out += ["", *render_external_markdown(report), "## Details", ""]
     for cell in report.cells:
         results = report.grid.get(cell)
         if not results:
@@ -349,7 +466,9 @@ def render_html(report: Report) -> str:
                 text += f"<br><small>{e(case.properties['chain_fraction'])}</small>"
             cells.append(f"<td class='{cls}'{title}>{text}</td>")
         out.append(f"<tr><td>{e(cell)}</td>{''.join(cells)}</tr>")
-    out.append("</table></div><h2>Details</h2>")
+    out.append("</table></div>")
+    out.append(render_external_html(report))
+    out.append("<h2>Details</h2>")
     for cell in report.cells:
         results = report.grid.get(cell)
         if not results:

@@ -31,6 +31,9 @@ CACHE_ENV = "CPYTHON_PERF_SOURCE_CACHE"
 MIRROR_ENV = "CPYTHON_PERF_PYTHON_ORG_MIRROR"
 PYTHON_ORG_FTP = "https://www.python.org/ftp/python"
 APT_SOURCE_FILES = (Path("/etc/apt/sources.list"), Path("/etc/apt/sources.list.d"))
+# The Debian archive to bootstrap from, where the machine's apt sources name none (a GitHub Actions
+# runner is Ubuntu: .github/workflows/ set it to a Debian mirror); wins over the apt sources when set.
+DEBIAN_ARCHIVE_ENV = "CPYTHON_PERF_DEBIAN_ARCHIVE"
 
 
 def default_cache_dir() -> Path:
@@ -162,10 +165,24 @@ def machine_archive_entry(paths=APT_SOURCE_FILES) -> dict:
 
     Reads deb822 `.sources` files and one-line `sources.list` files; the
     first `deb` entry whose suites are not -security/-updates/-backports wins.
+    $CPYTHON_PERF_DEBIAN_ARCHIVE, when set, is taken instead of the machine's files (keys: apt's own).
     """
+    override = os.environ.get(DEBIAN_ARCHIVE_ENV, "").strip()
+    if override and paths is APT_SOURCE_FILES:
+        return {"uri": override, "signed_by": None}
+    for entry in apt_entries(paths):
+        if "deb" not in entry["types"] or not entry["uris"]:
+            continue
+        if all(s.endswith(("-security", "-updates", "-backports")) or "/" in s for s in entry["suites"]):
+            continue
+        return {"uri": entry["uris"][0], "signed_by": entry.get("signed_by")}
+    raise _NotHere("this machine has no Debian archive entry in its apt sources")
+
+
+def apt_entries(paths=APT_SOURCE_FILES):
+    """Every entry of the apt source files under paths (deb822 `.sources` and one-line `.list` files)."""
     files: list[Path] = []
-    for p in paths:
-        p = Path(p)
+    for p in map(Path, paths):
         if p.is_dir():
             files += sorted(f for f in p.iterdir() if f.suffix in (".sources", ".list"))
         elif p.is_file():
@@ -175,13 +192,7 @@ def machine_archive_entry(paths=APT_SOURCE_FILES) -> dict:
             text = f.read_text()
         except OSError:
             continue
-        for entry in _parse_apt_entries(text, deb822=f.suffix == ".sources"):
-            if "deb" not in entry["types"] or not entry["uris"]:
-                continue
-            if all(s.endswith(("-security", "-updates", "-backports")) or "/" in s for s in entry["suites"]):
-                continue
-            return {"uri": entry["uris"][0], "signed_by": entry.get("signed_by")}
-    raise _NotHere("this machine has no Debian archive entry in its apt sources")
+        yield from _parse_apt_entries(text, deb822=f.suffix == ".sources")
 
 
 def _parse_apt_entries(text: str, deb822: bool):

@@ -116,3 +116,22 @@ def test_every_project_patch_has_a_dep3_header():
     for series in sorted((PROJECT_ROOT / "patches").glob("*/series")):
         for patch in patches.read_series(series):
             assert patches.missing_dep3_fields(patch.path) == [], f"{patch.path} lacks DEP-3 fields"
+
+
+def test_dep3_problems_name_what_a_packager_misses():
+    base = "Description: x\n y\nOrigin: backport, https://example.org/1\nForwarded: not-needed\nLast-Update: 2026-11-23\n---\n"
+    problems = patches.dep3_problems(base)
+    assert any("Not forwarded" in p for p in problems) and any("Applied-Upstream" in p for p in problems)
+    good = base.replace(" y\n", " y\n .\n Not forwarded: a backport.\n") + ""
+    good = good.replace("Forwarded: not-needed\n", "Forwarded: not-needed\nApplied-Upstream: 3.12\n")
+    assert patches.dep3_problems(good) == []
+    assert any("wants no, not-needed or a URL" in p
+               for p in patches.dep3_problems(good.replace("Forwarded: not-needed", "Forwarded: not-needed, why")))
+    assert any("YYYY-MM-DD" in p for p in patches.dep3_problems(good.replace("2026-11-23", "yesterday")))
+
+
+def test_every_project_patch_has_a_complete_dep3_header():
+    """Applied-Upstream where upstream has it, the reason where not forwarded (issue 16)."""
+    for series in sorted((PROJECT_ROOT / "patches").glob("*/series")):
+        for patch in patches.read_series(series):
+            assert patches.dep3_problems(patch.path.read_text()) == [], patch.path

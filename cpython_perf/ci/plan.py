@@ -1,0 +1,378 @@
+"""The plan of a CI run: which images to build and which cells to check, derived from matrix.yaml.
+
+`python -m cpython_perf plan [--event E] [--labels L1,L2] [--select S1,S2] [--aarch64 native|qemu]`
+prints one JSON object:
+
+  images  one job per image the run needs, each built once: a base per arch (`base-<arch>`), the tools
+          image (`tools`: samply and the flame-graph renderer) and a cell image per cell whose image a
+          selected cell needs (`cell-<name>`: its own, its vanilla twin's, a cross build's build Python).
+          Content-addressed: `digest` is the inputs digest the driver labels the image with
+          (images.cell_inputs, computed here without fetching the source: the tarball enters it by its
+          pinned sha256), the tools image's tag digest, or for a base the package-list hash of its tag
+          plus the template of its registry build.  `artifact` (image-<name>-<digest>) is the name of the
+          `docker save | zstd` file, the artifact and the cache key: an unchanged image is not rebuilt.
+  cells   one job per selected cell: the runner it needs, whether its code runs there natively or under
+          qemu, where its perf recordings run, the images it loads and its nox session conformance-<cell>.
+  report  the job that merges every results-<cell> artifact and runs `nox -s report`.
+
+Selection: a pull request gets matrix.yaml's smoke_cells; its labels add more (`cell:<name>`,
+`arch:<arch>`, `all`; other labels are not ours and are ignored); a push, the schedule and a manual
+dispatch get every cell.  `--select` (same selectors) replaces the event's own choice.  A selector naming
+an unknown cell or arch is an error (exit 2).  GitHub runs at most 256 jobs per matrix: each group is
+split into shards of at most 256 (`<group>_<i>`), one job of .github/workflows/matrix.yml per shard.
+No Docker and no network here: the plan job runs on a bare runner.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from dataclasses import dataclass, field
+
+from .. import images, render, sources, tools
+from ..errors import DriverError, UnknownCell
+from ..matrix import HOST_ARCH, Cell, Matrix
+
+EVENTS = ("pull_request", "push", "schedule", "workflow_dispatch")
+
+X86_RUNNER = "ubuntu-24.04"
+ARM_RUNNER = "ubuntu-24.04-arm"
+# GitHub-hosted runner label -> (its machine, the arches whose code it runs without emulation: the x86_64
+# kernel runs i386 code itself)
+RUNNERS = {X86_RUNNER: ("x86_64", ("x86_64", "i386")), ARM_RUNNER: ("aarch64", ("aarch64",))}
+NATIVE_RUNNER = {"x86_64": X86_RUNNER, "i386": X86_RUNNER, "aarch64": ARM_RUNNER}
+# Where aarch64 cells run: on GitHub's arm64 runners, or emulated on an x86_64 runner (qemu-user for the
+# image's programs), for machines or accounts without arm64 runners.
+AARCH64_PLACEMENTS = ("native", "qemu")
+# Images are built where the driver builds them: on an x86_64 host (aarch64 cells are cross-compiled there).
+BUILD_RUNNER = X86_RUNNER
+# The workflow passes the repository variable of that name as $CPYTHON_PERF_DEBIAN_ARCHIVE to the plan and
+# to the image jobs alike, so they agree on the tools image's digest.
+WORKFLOW_ARCHIVE_VALUE = "${{ vars.CPYTHON_PERF_DEBIAN_ARCHIVE }}"
+
+MAX_MATRIX_JOBS = 256   # GitHub: one job matrix generates at most 256 jobs in a workflow run
+# Shard jobs .github/workflows/matrix.yml declares per group: its job `<group>-<i>` (with - for _) takes
+# its matrix from the plan job's output `<group>_<i>`.
+SHARDS = {"bases": 1, "images": 2, "cross_images": 2, "cells": 2}
+GROUPS = tuple(SHARDS)
+
+
+class PlanError(DriverError):
+    """A selection the plan cannot honour (unknown cell, arch or selector), or a run too large to shard."""
+
+
+# --------------------------------------------------------------------------
+# selection
+
+
+@dataclass
+class Selection:
+    cells: list[str]                                       # matrix order
+    why: dict[str, list[str]] = field(default_factory=dict)
+    ignored_labels: list[str] = field(default_factory=list)
+
+
+def parse_list(value) -> list[str]:
+    """Selectors or labels: a comma-separated string, a JSON array (GitHub's toJSON of the labels), or a list."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        text = value.strip()
+        if text in ("", "null"):
+            return []
+        if text.startswith("["):
+            try:
+                items = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise PlanError(f"labels {text[:80]!r} are not a JSON array: {exc}") from None
+            if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+                raise PlanError(f"labels {text[:80]!r} must be a JSON array of strings")
+            return [i.strip() for i in items if i.strip()]
+        return [i.strip() for i in text.split(",") if i.strip()]
+    return [str(i).strip() for i in value if str(i).strip()]
+
+
+def _selector(matrix: Matrix, item: str, where: str) -> list[Cell]:
+    if item == "all":
+        return list(matrix.cells.values())
+    kind, sep, value = item.partition(":")
+    if sep and kind == "cell":
+        try:
+            return [matrix.cell(value)]
+        except UnknownCell as exc:
+            raise PlanError(f"{where}: {exc}") from None
+    if sep and kind == "arch":
+        if value not in matrix.arches:
+            raise PlanError(f"{where}: unknown arch {value!r}; {matrix.path} has {', '.join(matrix.arches)}")
+        return matrix.cells_of_arch(value)
+    raise PlanError(f"{where}: unknown selector {item!r}: use cell:<name>, arch:<arch> or all")
+
+
+def is_our_label(label: str) -> bool:
+    """Labels the plan reads; a pull request's other labels (bug, documentation, ...) are not ours."""
+    return label == "all" or label.startswith(("cell:", "arch:"))
+
+
+def select_cells(matrix: Matrix, event: str, labels=(), select=()) -> Selection:
+    if event not in EVENTS:
+        raise PlanError(f"unknown event {event!r}: one of {', '.join(EVENTS)}")
+    why: dict[str, list[str]] = {}
+
+    def add(cells, reason):
+        for cell in cells:
+            why.setdefault(cell.name, []).append(reason)
+
+    if select:
+        for item in select:
+            add(_selector(matrix, item, f"--select {item}"), f"selected: {item}")
+    elif event == "pull_request":
+        add([matrix.cell(n) for n in matrix.smoke_cells], "smoke_cells (pull request)")
+    else:
+        add(matrix.cells.values(), f"{event}: the whole matrix")
+    ignored = []
+    for label in labels:
+        if is_our_label(label):
+            add(_selector(matrix, label, f"label {label!r}"), f"label {label}")
+        else:
+            ignored.append(label)
+    return Selection([name for name in matrix.cells if name in why], why, ignored)
+
+
+# --------------------------------------------------------------------------
+# images
+
+
+@dataclass
+class Image:
+    name: str            # base-<arch>, tools, cell-<cell>
+    kind: str            # base | tools | cell
+    arch: str            # the arch of the image's programs
+    group: str           # bases | images | cross_images: the workflow job that builds it
+    tag: str
+    digest: str
+    digest_source: str
+    build_arg: str       # base: its arch; cell: the cell; tools: ""
+    session: str         # the command the image job runs (documentation; the workflow dispatches on kind)
+    needs: list[str] = field(default_factory=list)   # names of the images its build starts from
+
+    @property
+    def artifact(self) -> str:
+        return f"image-{self.name}-{self.digest[:16]}"
+
+
+def _sha256(*parts: bytes) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(hashlib.sha256(part).digest())
+    return digest.hexdigest()
+
+
+def base_image(matrix: Matrix, arch: str) -> Image:
+    suite = matrix.base_suite
+    if arch == HOST_ARCH:
+        tag = render.host_base_image_tag(suite)
+        digest = _sha256(tag.encode(), (render.DOCKER_DIR / "base.Dockerfile.j2").read_bytes())
+        how = "the package-list hash of its tag and docker/base.Dockerfile.j2 (registry mode)"
+    else:
+        tag = render.arch_base_image_tag(suite, arch)
+        digest = _sha256(tag.encode())
+        how = "the package-list hash of its tag (always bootstrapped with mmdebstrap)"
+    return Image(f"base-{arch}", "base", arch, "bases", tag, digest, f"plan: {how}", arch,
+                 f"python -m cpython_perf base-image --arch {arch}")
+
+
+def tools_image(matrix: Matrix) -> Image:
+    try:
+        archive, source = sources.machine_archive_entry()["uri"], "driver: tools.tools_image_tag"
+    except Exception:   # no Debian archive entry here (a GitHub runner: Ubuntu) and none given
+        raise DriverError(
+            f"no Debian archive to build the images from: this machine's apt sources name none and "
+            f"${sources.DEBIAN_ARCHIVE_ENV} is empty. On GitHub, set the repository variable "
+            f"{sources.DEBIAN_ARCHIVE_ENV} to a Debian mirror's URL (Settings > Secrets and variables > "
+            "Actions > Variables); elsewhere, export it.") from None
+    tag = tools.tools_image_tag(tools.tools_dockerfile(matrix, archive))
+    return Image("tools", "tools", HOST_ARCH, "images", tag, tag.split(":", 1)[1], source, "",
+                 "python -m cpython_perf tools-image", [f"base-{HOST_ARCH}"])
+
+
+def cell_image(matrix: Matrix, cell: Cell) -> Image:
+    inputs = images.cell_inputs(cell, matrix.base_suite, log=lambda *_: None, matrix=matrix, fetch=False)
+    if cell.foreign:
+        needs = [f"base-{HOST_ARCH}", f"base-{cell.arch}", f"cell-{matrix.build_python_cell(cell).name}"]
+    else:
+        needs = [f"base-{cell.arch}"]
+    return Image(f"cell-{cell.name}", "cell", cell.arch, "cross_images" if cell.foreign else "images",
+                 cell.image, inputs.digest,
+                 "driver: images.cell_inputs (its image label; the source tarball by its pinned sha256)",
+                 cell.name, f"nox -s build-{cell.name}", needs)
+
+
+def runtime_images(matrix: Matrix, cell: Cell) -> list[str]:
+    """Images a cell's conformance session uses: its own, its vanilla twin's (CPython's own tests are
+    compared with it), and the tools image (samply, flame graphs)."""
+    names = [f"cell-{cell.name}"]
+    twin = matrix.vanilla_twin(cell)
+    if twin is not None and not cell.build_only:
+        names.append(f"cell-{twin.name}")
+    return names + ["tools"]
+
+
+def _make(matrix: Matrix, name: str) -> Image:
+    kind, _, rest = name.partition("-")
+    if kind == "base":
+        return base_image(matrix, rest)
+    if kind == "cell":
+        return cell_image(matrix, matrix.cell(rest))
+    return tools_image(matrix)
+
+
+def needed_images(matrix: Matrix, roots: list[str]) -> dict[str, Image]:
+    """roots and every image their builds start from, in build order (bases, images, cross images)."""
+    found: dict[str, Image] = {}
+    todo = list(roots)
+    while todo:
+        name = todo.pop()
+        if name in found:
+            continue
+        found[name] = _make(matrix, name)
+        todo.extend(found[name].needs)
+    order = {n: i for i, n in enumerate([f"base-{a}" for a in matrix.arches] + ["tools"]
+                                        + [f"cell-{c}" for c in matrix.cells])}
+    return {n: found[n] for n in sorted(found, key=lambda n: (GROUPS.index(found[n].group), order[n]))}
+
+
+# --------------------------------------------------------------------------
+# jobs
+
+
+def pattern(artifacts: list[str]) -> str:
+    """A download-artifact `pattern` (minimatch) matching exactly these artifact names."""
+    if not artifacts:
+        return ""
+    return artifacts[0] if len(artifacts) == 1 else "{" + ",".join(artifacts) + "}"
+
+
+def _runs_foreign_code(runner: str, arches) -> bool:
+    return any(arch not in RUNNERS[runner][1] for arch in arches)
+
+
+def image_job(image: Image, built: dict[str, Image]) -> dict:
+    needs = [built[n].artifact for n in image.needs]
+    return {
+        "name": image.name, "kind": image.kind, "arch": image.arch, "group": image.group, "tag": image.tag,
+        "digest": image.digest, "digest_source": image.digest_source, "artifact": image.artifact,
+        "build_arg": image.build_arg, "session": image.session, "runner": BUILD_RUNNER,
+        # binfmt qemu-user on the runner: the build runs programs of another arch (an arm64 base or the
+        # arm64 stage of a cross build)
+        "qemu_user": _runs_foreign_code(BUILD_RUNNER, [image.arch]),
+        "needs": needs, "needs_pattern": pattern(needs),
+    }
+
+
+def cell_job(matrix: Matrix, cell: Cell, built: dict[str, Image], aarch64: str) -> dict:
+    if cell.arch == "aarch64" and aarch64 == "qemu":
+        runner, execution = X86_RUNNER, "qemu"
+    else:
+        runner, execution = NATIVE_RUNNER[cell.arch], "native"
+    used = [built[n] for n in runtime_images(matrix, cell)]
+    artifacts = [i.artifact for i in used]
+    if cell.build_only:
+        perf = "none: build-only (no perf trampoline on this arch)"
+    elif cell.foreign:
+        # the driver's Cell.foreign: recordings of a non-x86_64 cell boot its image in qemu-system-aarch64,
+        # on whichever runner (a native arm64 path in the suite is the next part of issue 17)
+        perf = "qemu-system guest"
+    else:
+        perf = "containers"
+    return {
+        "cell": cell.name, "arch": cell.arch, "version": cell.recipe.version, "variant": cell.variant.name,
+        "vanilla": cell.vanilla, "modes": list(cell.modes), "build_only": cell.build_only,
+        "runner": runner, "runner_arch": RUNNERS[runner][0], "execution": execution,
+        "qemu_user": _runs_foreign_code(runner, [i.arch for i in used]),
+        "perf": perf,
+        "images": artifacts, "images_pattern": pattern(artifacts), "image_tags": [i.tag for i in used],
+        "session": f"conformance-{cell.name}", "results": f"results-{cell.name}",
+    }
+
+
+def shard(jobs: list, group: str, limit: int = MAX_MATRIX_JOBS, shards: int | None = None) -> list[list]:
+    """jobs split into SHARDS[group] lists of at most limit each (empty ones at the end)."""
+    shards = SHARDS[group] if shards is None else shards
+    chunks = [jobs[i:i + limit] for i in range(0, len(jobs), limit)]
+    if len(chunks) > shards:
+        raise PlanError(f"{len(jobs)} jobs of {group} need {len(chunks)} matrices of at most {limit} jobs; "
+                        f".github/workflows/matrix.yml declares {shards}: add jobs {group.replace('_', '-')}-"
+                        f"{shards}.. reading needs.plan.outputs.{group}_{shards}.. and raise SHARDS[{group!r}] "
+                        "in cpython_perf/ci/plan.py")
+    return chunks + [[] for _ in range(shards - len(chunks))]
+
+
+def build_plan(matrix: Matrix, event: str = "pull_request", labels=(), select=(), aarch64: str = "native") -> dict:
+    if aarch64 not in AARCH64_PLACEMENTS:
+        raise PlanError(f"--aarch64 must be one of {', '.join(AARCH64_PLACEMENTS)}, not {aarch64!r}")
+    selection = select_cells(matrix, event, parse_list(labels), parse_list(select))
+    cells = [matrix.cell(n) for n in selection.cells]
+    roots = [n for cell in cells for n in runtime_images(matrix, cell)]
+    built = needed_images(matrix, roots)
+    image_jobs = [image_job(image, built) for image in built.values()]
+    cell_jobs = [cell_job(matrix, cell, built, aarch64) for cell in cells]
+    report_images = [built["tools"].artifact] if "tools" in built else []
+    report = {"runner": X86_RUNNER, "session": "report", "images": report_images,
+              "images_pattern": pattern(report_images), "results_pattern": "results-*", "artifact": "report"}
+    shards: dict[str, list[str]] = {}
+    for group in GROUPS:
+        if group == "cells":
+            members = [job["cell"] for job in cell_jobs]
+        else:
+            members = [job["name"] for job in image_jobs if job["group"] == group]
+        for i, part in enumerate(shard(members, group)):
+            shards[f"{group}_{i}"] = part
+    return {
+        "event": event, "aarch64": aarch64,
+        "selection": {"cells": selection.cells, "why": selection.why, "ignored_labels": selection.ignored_labels},
+        "images": image_jobs, "cells": cell_jobs, "report": report, "shards": shards,
+        "counts": {"images": len(image_jobs), "cells": len(cell_jobs),
+                   "jobs": 1 + len(image_jobs) + len(cell_jobs) + 1},   # plan + images + cells + report
+    }
+
+
+def github_outputs(plan: dict) -> dict[str, str]:
+    """The plan job's outputs: one JSON list of matrix entries per shard, and the report job."""
+    by_name = {job["name"]: job for job in plan["images"]}
+    by_cell = {job["cell"]: job for job in plan["cells"]}
+    out = {}
+    for key, members in plan["shards"].items():
+        table = by_cell if key.startswith("cells_") else by_name
+        out[key] = json.dumps([table[m] for m in members], separators=(",", ":"))
+    out["report"] = json.dumps(plan["report"], separators=(",", ":"))
+    return out
+
+
+# --------------------------------------------------------------------------
+# command line (cli.py: `python -m cpython_perf plan`)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--event", choices=EVENTS, default="pull_request",
+                        help="the GitHub event: pull_request runs smoke_cells, the others every cell")
+    parser.add_argument("--labels", default="",
+                        help="pull-request labels, comma-separated or a JSON array: cell:<name>, arch:<arch> and "
+                             "all add cells; other labels are ignored")
+    parser.add_argument("--select", default="",
+                        help="cell:<name>, arch:<arch> or all, comma-separated: run these instead of the event's choice")
+    parser.add_argument("--aarch64", choices=AARCH64_PLACEMENTS, default="native",
+                        help=f"aarch64 cells on {ARM_RUNNER} (native, default) or emulated on {X86_RUNNER} (qemu)")
+    parser.add_argument("--github-output", metavar="FILE", default=None,
+                        help="also append the job matrices as name=value lines to FILE ($GITHUB_OUTPUT)")
+
+
+def run(matrix: Matrix, args) -> None:
+    plan = build_plan(matrix, args.event, args.labels, args.select, args.aarch64)
+    if args.github_output:
+        with open(args.github_output, "a") as out:
+            for key, value in github_outputs(plan).items():
+                out.write(f"{key}={value}\n")
+    json.dump(plan, sys.stdout, indent=1)
+    sys.stdout.write("\n")

@@ -1,0 +1,239 @@
+"""Fetch a distro lane's Debian source package, verify it, and cache it.
+
+The package comes from this machine's own apt archive (deb-src entries
+derived from its apt sources for the lane's suites, the security archive for
+a -security suite; no mirror host is written into the project), exactly the
+version matrix.yaml pins (`distros.<lane>.package_version`).  Two checks, both
+on every use:
+
+  1. the signed index: `apt-get source --print-uris` gives, from the Sources
+     index apt verified against the archive's signed InRelease, the sha256 and
+     size of every file of the package (.dsc, orig tarball, debian tarball,
+     upstream signature); the files must have exactly those bytes;
+  2. the .dsc: every file it names (Checksums-Sha256) must be present with
+     that sha256 and size.
+
+A download is made in a temporary directory inside the cache and renamed into
+place once both checks pass, so the cache never holds a half-made or
+unverified package under its final name; a cached package whose files no
+longer verify is deleted and fetched again.  The signed-index hashes are kept
+beside the files (INDEX-SHA256) so a cache hit is checked against them too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import sources
+from ..errors import HashMismatch, SourceUnavailable
+from ..matrix import DistroLane
+
+CACHE_ENV = "CPYTHON_PERF_DEBIAN_SOURCE_CACHE"
+INDEX_FILE = "INDEX-SHA256"
+_PRINT_URI = re.compile(r"^'(?P<uri>[^']+)' (?P<name>\S+) (?P<size>\d+) SHA256:(?P<sha256>[0-9a-f]{64})$")
+
+
+@dataclass(frozen=True)
+class SourcePackage:
+    """A verified Debian source package in the cache."""
+
+    name: str
+    version: str
+    dsc: Path
+    files: tuple[Path, ...]
+
+    @property
+    def directory(self) -> Path:
+        return self.dsc.parent
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get(CACHE_ENV)
+    if env:
+        return Path(env)
+    return sources.default_cache_dir().parent / "debian-sources"
+
+
+def dsc_name(package: str, version: str) -> str:
+    """The .dsc's file name (the epoch, if any, is not part of it)."""
+    return f"{package}_{version.split(':', 1)[-1]}.dsc"
+
+
+def parse_print_uris(text: str) -> dict[str, tuple[int, str]]:
+    """`apt-get source --print-uris` lines -> {file name: (size, sha256)}."""
+    files = {}
+    for line in text.splitlines():
+        m = _PRINT_URI.match(line.strip())
+        if m:
+            files[m["name"]] = (int(m["size"]), m["sha256"])
+    return files
+
+
+def dsc_checksums(dsc_text: str) -> dict[str, tuple[int, str]]:
+    """The Checksums-Sha256 field of a .dsc -> {file name: (size, sha256)} (an OpenPGP-signed .dsc too)."""
+    files: dict[str, tuple[int, str]] = {}
+    inside = False
+    for line in dsc_text.splitlines():
+        if line.startswith("Checksums-Sha256:"):
+            inside = True
+            continue
+        if inside:
+            if not line.startswith(" "):
+                break
+            parts = line.split()
+            if len(parts) == 3:
+                files[parts[2]] = (int(parts[1]), parts[0])
+    return files
+
+
+def verify_files(directory: Path, expected: dict[str, tuple[int, str]], what: str) -> list[str]:
+    """Problems (empty: none) of the files in directory against {name: (size, sha256)}."""
+    problems = []
+    for name, (size, sha256) in sorted(expected.items()):
+        path = directory / name
+        if not path.is_file():
+            problems.append(f"{name}: missing ({what} names it)")
+            continue
+        actual = sources.sha256_of(path)
+        if actual != sha256 or path.stat().st_size != size:
+            problems.append(f"{name}: sha256 {actual} ({path.stat().st_size} bytes), {what} says {sha256} ({size} bytes)")
+    return problems
+
+
+def _read_index(directory: Path) -> dict[str, tuple[int, str]]:
+    files = {}
+    for line in (directory / INDEX_FILE).read_text().splitlines():
+        sha256, size, name = line.split()
+        files[name] = (int(size), sha256)
+    return files
+
+
+def _write_index(directory: Path, files: dict[str, tuple[int, str]]) -> None:
+    (directory / INDEX_FILE).write_text("".join(f"{sha} {size} {name}\n" for name, (size, sha) in sorted(files.items())))
+
+
+def check_cached(directory: Path, package: str, version: str) -> list[str]:
+    """Why a cached package directory is not usable (empty: it verifies)."""
+    if not (directory / INDEX_FILE).is_file():
+        return [f"{INDEX_FILE} missing"]
+    index = _read_index(directory)
+    problems = verify_files(directory, index, "the signed Sources index")
+    dsc = directory / dsc_name(package, version)
+    if dsc.is_file():
+        problems += verify_files(directory, dsc_checksums(dsc.read_text(errors="replace")), "the .dsc")
+    else:
+        problems.append(f"{dsc.name} missing")
+    return problems
+
+
+def archive_entries(paths=sources.APT_SOURCE_FILES) -> dict[str, dict]:
+    """This machine's Debian archive entries: {"main": {...}, "security": {...}} (uri, signed_by); the
+    security archive is the entry whose suites end in -security, if the machine has one."""
+    main = sources.machine_archive_entry(paths)
+    found = {"main": main}
+    for entry in sources.apt_entries(paths):
+        if "deb" in entry["types"] and entry["uris"] and any(s.endswith("-security") for s in entry["suites"]):
+            found.setdefault("security", {"uri": entry["uris"][0], "signed_by": entry.get("signed_by")})
+    return found
+
+
+def deb_src_stanzas(suites, entries: dict[str, dict]) -> str:
+    """deb-src stanzas for suites: -security suites from the security archive (if the machine has one)."""
+    stanzas = []
+    for suite in suites:
+        entry = entries.get("security", entries["main"]) if suite.endswith("-security") else entries["main"]
+        stanzas.append(sources.deb_src_stanza(suite, entry))
+    return "\n".join(stanzas)
+
+
+def fetch_source_package(lane: DistroLane, cache_dir: Path | None = None, log=print) -> SourcePackage:
+    """The lane's source package (package_version exactly), verified, from the cache or the archive.
+
+    Raises SourceUnavailable when the archive cannot be reached or no longer
+    carries that version (naming the versions it does carry and the fix), and
+    HashMismatch when a download does not have the signed index's bytes.
+    """
+    cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    package, version = lane.source_package, lane.package_version
+    final = cache_dir / f"{package}_{version}"
+    if final.is_dir():
+        problems = check_cached(final, package, version)
+        if not problems:
+            return _package(final, package, version)
+        log(f"cached {package} {version} does not verify ({'; '.join(problems)}): deleted it, fetching again")
+        shutil.rmtree(final)
+    if not shutil.which("apt-get"):
+        raise SourceUnavailable(f"{package} {version}: apt-get is not installed on this machine")
+    try:
+        entries = archive_entries()
+    except Exception as exc:   # sources._NotHere: no archive entry
+        raise SourceUnavailable(f"{package} {version}: {exc}") from None
+    with tempfile.TemporaryDirectory(prefix=".fetch-", dir=cache_dir) as tmp:
+        apt = Path(tmp) / "apt"
+        for d in ("parts", "lists/partial", "cache/archives/partial"):
+            (apt / d).mkdir(parents=True, exist_ok=True)
+        download = Path(tmp) / f"{package}_{version}"
+        download.mkdir()
+        (apt / "parts" / "cpython-perf-distro.sources").write_text(deb_src_stanzas(lane.suites, entries))
+        options = ["-o", "Dir::Etc::SourceList=/dev/null", "-o", f"Dir::Etc::SourceParts={apt / 'parts'}",
+                   "-o", f"Dir::State::Lists={apt / 'lists'}", "-o", f"Dir::Cache={apt / 'cache'}",
+                   "-o", "APT::Sandbox::User=root", "-q"]
+
+        def apt_get(*args, tool="apt-get"):
+            return subprocess.run([tool, *options, *args], cwd=download, capture_output=True, text=True)
+
+        log(f"fetching Debian source package {package} {version} from this machine's archive "
+            f"({', '.join(lane.suites)})")
+        proc = apt_get("update")
+        if proc.returncode != 0:
+            raise SourceUnavailable(f"{package} {version}: apt-get update failed for {', '.join(lane.suites)}: "
+                                    f"{_tail(proc)}")
+        spec = f"{package}={version}"
+        proc = apt_get("source", "--print-uris", spec)
+        index = parse_print_uris(proc.stdout)
+        if proc.returncode != 0 or dsc_name(package, version) not in index:
+            listed = re.findall(r"^Version: (\S+)$", apt_get("showsrc", package, tool="apt-cache").stdout, re.M)
+            raise SourceUnavailable(
+                f"Debian source package {package} {version} is not in {', '.join(lane.suites)} of this machine's "
+                f"archive (it lists {', '.join(sorted(set(listed))) or 'no version'}). Prove the series on a "
+                f"version the archive carries and set distros.{lane.name}.package_version in matrix.yaml to it.")
+        proc = apt_get("source", "--download-only", spec)
+        if proc.returncode != 0:
+            raise SourceUnavailable(f"{package} {version}: apt-get source failed (the index lists it, the pool "
+                                    f"did not serve it): {_tail(proc)}")
+        problems = verify_files(download, index, "the signed Sources index")
+        dsc = download / dsc_name(package, version)
+        if not problems:
+            problems = verify_files(download, dsc_checksums(dsc.read_text(errors="replace")), "the .dsc")
+        if problems:
+            raise HashMismatch(f"Debian source package {package} {version} does not verify; nothing cached:\n  "
+                               + "\n  ".join(problems))
+        for extra in download.iterdir():
+            if extra.name not in index:
+                extra.unlink()
+        _write_index(download, index)
+        os.replace(download, final)
+    log(f"cached {package} {version} in {final} ({len(index)} files, verified against the signed index and the .dsc)")
+    return _package(final, package, version)
+
+
+def _package(directory: Path, package: str, version: str) -> SourcePackage:
+    index = _read_index(directory)
+    return SourcePackage(package, version, directory / dsc_name(package, version),
+                         tuple(directory / name for name in sorted(index)))
+
+
+def _tail(proc) -> str:
+    return " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()

