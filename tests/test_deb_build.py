@@ -277,9 +277,19 @@ def test_lintian_parse_and_compare():
     assert [(b.tag, a.info) for b, a in diff.changed] == [
         ("symbols-file-contains-current-version-with-debian-revision",
          "on symbol _PyBytes_DecodeEscape2@Base and 1 others")]
-    assert "+ W: libpython3.11: symbols-file" in diff.report("v+perf1", "v")
     assert [t.tag for t in diff.changes_only] == ["bad-distribution-in-changes-file"]
     assert diff.gone == []   # python3.11-doc is not among the compared built packages
+    assert "+ W: libpython3.11: symbols-file" in diff.report("v+perf1", "v")
+
+
+def test_lintian_more_instances_of_a_tag_the_archive_has():
+    """lintian 2.104 (bullseye) emits a tag per object: the series' objects are more of the same, not new."""
+    obj = "I: libpython3.9-dbg: unstripped-static-library usr/lib/python3.9/config-3.9d/libpython3.9d.a({})"
+    archive = deb_build.parse_lintian("\n".join(obj.format(o) for o in ("ceval.o", "abstract.o")))
+    built = deb_build.parse_lintian("\n".join(obj.format(o) for o in ("ceval.o", "abstract.o", "perf_trampoline.o")))
+    diff = deb_build.compare_lintian(built, archive)
+    assert diff.new == [] and diff.changed == [] and diff.gone == []
+    assert [t.info for t in diff.more] == ["usr/lib/python3.9/config-3.9d/libpython3.9d.a(perf_trampoline.o)"]
 
 
 OBJDUMP = """\

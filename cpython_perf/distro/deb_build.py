@@ -324,15 +324,18 @@ class LintianDiff:
     gone: list[LintianTag]       # on the archive's binaries only
     changes_only: list[LintianTag] = field(default_factory=list)   # .changes / .buildinfo tags (no archive twin)
     compared_packages: list[str] = field(default_factory=list)
+    more: list[LintianTag] = field(default_factory=list)   # more instances of a tag the archive's package has
 
     def summary(self) -> str:
         return (f"{len(self.new)} tags new against the archive's binaries ({len(self.compared_packages)} packages), "
+                f"{len(self.more)} more instances of tags the archive's package has, "
                 f"{len(self.changed)} the same with another info, {len(self.gone)} gone; "
                 f"{len(self.changes_only)} on the .changes/.buildinfo")
 
     def report(self, built_version: str, archive_version: str) -> str:
         lines = [f"# lintian: built {built_version} against the archive's {archive_version}", self.summary(), "",
                  "## new (a tag the archive's package does not have)", *map(str, self.new), "",
+                 "## more instances of a tag the archive's package has", *map(str, self.more), "",
                  "## the same tag, another info (built, then archive)"]
         for built, archive in self.changed:
             lines += [f"+ {built}", f"- {archive}"]
@@ -351,16 +354,19 @@ def compare_lintian(built: list[LintianTag], archive: list[LintianTag]) -> Linti
     built_keys = {t.key() for t in built_bin}
     extra = sorted({t for t in built_bin if t.key() not in archive_keys}, key=str)
     missing = sorted({t for t in archive if t.key() not in built_keys and t.package in built_pkgs}, key=str)
-    new, changed = [], []
+    archive_tags = {(a.package, a.kind, a.tag) for a in archive}
+    new, more, changed = [], [], []
     for tag in extra:
         twin = next((a for a in missing if (a.package, a.kind, a.tag) == (tag.package, tag.kind, tag.tag)), None)
-        if twin is None:
-            new.append(tag)
-        else:
+        if twin is not None:
             missing.remove(twin)
             changed.append((tag, twin))
+        elif (tag.package, tag.kind, tag.tag) in archive_tags:
+            more.append(tag)
+        else:
+            new.append(tag)
     return LintianDiff(new, changed, missing, sorted({t for t in built if t.kind not in ("binary", "udeb")}, key=str),
-                       sorted({t.package for t in archive}))
+                       sorted({t.package for t in archive}), more)
 
 
 # --------------------------------------------------------------------------
@@ -826,6 +832,7 @@ class LaneRun:
         (self.paths.results / "lintian-diff.txt").write_text(diff.report(built["version"], lane.package_version))
         self.summary["lintian"] = {"new": [str(t) for t in diff.new], "gone": [str(t) for t in diff.gone],
                                    "changed": [f"{b.package}: {b.tag}" for b, _ in diff.changed],
+                                   "more": [str(t) for t in diff.more],
                                    "changes_only": [str(t) for t in diff.changes_only],
                                    "baseline": "the archive's binary packages of the same version"}
         self.summary["archive_sizes"] = {n: (archive_dir / n).stat().st_size for n in archive_debs}
