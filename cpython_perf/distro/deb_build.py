@@ -887,7 +887,7 @@ class LaneRun:
             shipped = {what: run_captured(docker_run_command(tag, shipped_tests_argv(lane.python, requested)))
                        .stdout.split() for what, tag in tags.items()}
             selection = regrtest.select_tests(requested, shipped["built"], shipped["archive"])
-            self.log(f"{lane.name}: regrtest: {selection.describe('the built packages', 'the archive')}")
+            self.log(f"{lane.name}: regrtest: {selection.describe(tags['built'], tags['archive'])}")
             results = {"built": self.check_image(tags["built"], selection.patched_tests),
                        "archive": self.check_image(tags["archive"], selection.vanilla_tests)}
         self.summary["checks"] = {what: {k: v for k, v in r.items() if k != "regrtest_result"}
