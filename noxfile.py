@@ -5,6 +5,7 @@
   nox -s conformance-3.13-fp  real perf inside that image (builds it if needed)
   nox -s tests                unit tests + the smoke cells (what CI runs)
   nox -s unit                 unit tests of the driver only (no Docker)
+  nox -s pin -- --check       list the recipes' pins that python.org has a newer release of
   nox -s x86_64               build and check every x86_64 cell (the whole host matrix; not in CI)
   nox -s aarch64              build and check every aarch64 cell (cross builds, qemu-user, qemu-system guests)
   nox -s i386                 build and check the build-only i386 cells (native, no trampoline: no perf)
@@ -17,7 +18,8 @@ import nox
 
 sys.path.insert(0, str(Path(__file__).parent))
 from cpython_perf.errors import MatrixError  # noqa: E402
-from cpython_perf.matrix import ARCH_FACTS, load_matrix  # noqa: E402
+from cpython_perf.matrix import (ARCH_FACTS, HOST_ARCH, can_build, cannot_build_reason,  # noqa: E402
+                                 load_matrix, runs_natively)
 
 try:
     MATRIX = load_matrix()
@@ -45,6 +47,16 @@ def _install_workflow_linters(session):
         session.log(f"workflow linters not installed: {failed[-1]}")
 
 
+def _install_signature_checker(session):
+    """The sigstore package (pyproject's signatures extra) that checks 3.14+ releases' Sigstore bundles; where it
+    cannot be installed the session goes on, and what would need it says it was not checked (never passes)."""
+    out = session.run("python", "-m", "pip", "install", "-q", "-e", ".[signatures]", silent=True,
+                      success_codes=range(256))
+    failed = [line for line in (out or "").splitlines() if line.startswith("ERROR")]
+    if failed:
+        session.log(f"sigstore not installed: {failed[-1]}")
+
+
 def _driver(session, *args):
     session.run("python", "-m", "cpython_perf", *args, external=False)
 
@@ -58,6 +70,7 @@ def unit(session):
     """Unit tests of the driver: no Docker, a few seconds."""
     _install(session)
     _install_workflow_linters(session)
+    _install_signature_checker(session)
     _pytest(session, "tests", "-q")
 
 
@@ -66,10 +79,20 @@ def tests(session):
     """The README's test command: unit tests, then the smoke cells for real."""
     _install(session)
     _install_workflow_linters(session)
+    _install_signature_checker(session)
     cells = [arg for name in MATRIX.smoke_cells for arg in ("--cell", name)]
     # CPython's own regression tests (minutes a cell) run in conformance-<cell>, not in CI's smoke run
     _pytest(session, "tests", "conformance", *cells, "-m", "not upstream_regression", "-ra",
             "--junitxml=results/tests-junit.xml")
+
+
+@nox.session(default=False)
+def pin(session):
+    """Pin a series to its newest python.org release, its signature checked, or list the stale pins:
+    nox -s pin -- 3.15 | nox -s pin -- --check [--releases-from FILE] (cpython_perf/pins.py)."""
+    _install(session)
+    _install_signature_checker(session)
+    _driver(session, "pin", *session.posargs)
 
 
 @nox.session(default=False)
@@ -102,27 +125,30 @@ def conformance_image(session):
     session.run("python", "-m", "cpython_perf.external", "conformance", *session.posargs)
 
 
-# The benchmark groups: session -> (driver module, what it writes).  Each writes
+# The benchmark groups: session -> (group of `python -m cpython_perf.bench`, what it writes).  Each writes
 # results/bench/<group>-<UTC time>.json and refreshes BENCHMARKS.md from the latest file of every group.
 BENCH_GROUPS = {
-    "bench": ("cpython_perf.bench", "runtime overhead of the trampolines, wall clock"),
-    "bench-instructions": ("cpython_perf.instructions", "the same overhead as cachegrind instruction counts"),
-    "bench-fidelity": ("cpython_perf.fidelity", "attribution fidelity (perf, samply, py-spy), perf's cost, map growth"),
-    "bench-build": ("cpython_perf.build_cost", "cold image build, no-change rebuild, the same build on the host"),
+    "bench-suite": ("suite", "the standard suite (pyperformance's stdlib-only benchmarks): cachegrind counts, "
+                             "pyperf wall clock with --wallclock"),
+    "bench": ("wallclock", "runtime overhead on the project's own workloads, wall clock"),
+    "bench-instructions": ("instructions", "the project's own workloads as cachegrind instruction counts"),
+    "bench-fidelity": ("fidelity", "attribution fidelity (perf, samply, py-spy), perf's cost, map growth"),
+    "bench-build": ("build", "cold image build, no-change rebuild, the same build on the host"),
+    "bench-summary": ("summary", "rewrite BENCHMARKS.md from the results files"),
 }
 
 
-def _bench_session(name, module, what):
+def _bench_session(name, group, what):
     def run(session):
         _install(session)
-        session.run("python", "-m", module, *session.posargs)
+        session.run("python", "-m", "cpython_perf.bench", group, *session.posargs)
 
     run.__doc__ = f"{what[0].upper()}{what[1:]} (results/bench/, BENCHMARKS.md)."
     nox.session(name=name, default=False)(run)
 
 
-for _name, (_module, _what) in BENCH_GROUPS.items():
-    _bench_session(_name, _module, _what)
+for _name, (_group, _what) in BENCH_GROUPS.items():
+    _bench_session(_name, _group, _what)
 
 
 def _cell_sessions(cell):
@@ -153,7 +179,9 @@ def _arch_session(arch):
         _pytest(session, "conformance", *selected, "-ra", f"--junitxml=results/{arch}/junit.xml")
 
     facts = ARCH_FACTS[arch]
-    if not facts.native:
+    if not can_build(arch):
+        how = f"not on this {HOST_ARCH} host: {cannot_build_reason(arch)}"
+    elif not runs_natively(arch):
         how = "level 1 under qemu-user, real perf in a qemu-system guest"
     elif not facts.trampoline:
         how = (f"build-only (no perf trampoline): built natively in {arch} containers, the exported C API, "

@@ -34,7 +34,7 @@ import pytest
 
 from cpython_perf import build, containers, external, guest, host, perf_runs, tools
 from cpython_perf.errors import DockerUnavailable, DriverError, PerfNotPermitted, SourceUnavailable, UnknownCell
-from cpython_perf.matrix import Cell, load_matrix
+from cpython_perf.matrix import Cell, cannot_build_reason, load_matrix
 from cpython_perf.perf_samples import min_chain_fraction
 
 MATRIX = load_matrix()
@@ -258,6 +258,9 @@ _images: dict[str, str | BaseException] = {}
 
 def image_for(cell, docker_client) -> str:
     """The cell's current image (built once per session if missing or stale)."""
+    why_not = cannot_build_reason(cell.arch)
+    if why_not:
+        pytest.skip(f"{cell.name}: {why_not}")
     if cell.name not in _images:
         try:
             _images[cell.name] = build.ensure_cell_image(cell, MATRIX)
@@ -351,6 +354,20 @@ def guest_skip_reason(cell, mode: str | None, activation: str) -> str | None:
     return None
 
 
+def once_per_session(cache: dict, key: str, make, failure: str):
+    """make() once a session for key.  Its failure is kept, and every test that asks again fails with it
+    (failure: what failed), rather than each repeating a minutes-long attempt; skips are not kept."""
+    if key not in cache:
+        try:
+            cache[key] = make()
+        except Exception as exc:  # reported by every test that needed it
+            cache[key] = exc
+    got = cache[key]
+    if isinstance(got, BaseException):
+        pytest.fail(f"{failure}: {got}", pytrace=False)
+    return got
+
+
 _guest_runs: dict[str, guest.GuestRun | BaseException] = {}
 
 
@@ -358,16 +375,11 @@ def guest_run_for(cell, docker_client, tmp_path_factory) -> guest.GuestRun:
     """Boot the cell's guest once per session and run all its planned recordings."""
     if cell.name not in _guest_runs:
         image_for(cell, docker_client)
-        try:
-            _guest_runs[cell.name] = guest.run_in_guest(
-                docker_client, cell, guest_jobs(cell), sorted(SCRIPTS.glob("*.py")),
-                workdir=tmp_path_factory.mktemp(f"guest-{cell.name}"))
-        except Exception as exc:  # reported by every test that needed it
-            _guest_runs[cell.name] = exc
-    got = _guest_runs[cell.name]
-    if isinstance(got, BaseException):
-        pytest.fail(f"the {cell.name} guest failed: {got}", pytrace=False)
-    return got
+    return once_per_session(
+        _guest_runs, cell.name,
+        lambda: guest.run_in_guest(docker_client, cell, guest_jobs(cell), sorted(SCRIPTS.glob("*.py")),
+                                   workdir=tmp_path_factory.mktemp(f"guest-{cell.name}")),
+        f"the {cell.name} guest failed")
 
 
 class GuestRunner(CellRunner):
@@ -437,7 +449,7 @@ def target_image(target, docker_client) -> str:
 
 def facts_for(target, docker_client, tmp_path_factory) -> external.TargetFacts:
     """What the target's image and interpreter offer (once a session): cpython_perf.external.gather_facts."""
-    if target.name not in _target_facts:
+    def gather():
         image = target_image(target, docker_client)
         runner = CellRunner(docker_client, image, _workdir(tmp_path_factory.mktemp(f"facts-{target.name}")), None)
 
@@ -450,16 +462,12 @@ def facts_for(target, docker_client, tmp_path_factory) -> external.TargetFacts:
                     copied[path] = runner.src / "bin" / str(i)
             return copied
 
-        try:
-            _target_facts[target.name] = external.gather_facts(
-                lambda command: runner.run(command, perf=False, timeout=300), copy_out,
-                lambda perf: containers.perf_capability(docker_client, image, perf=perf), target)
-        except Exception as exc:  # reported by every test that needed it
-            _target_facts[target.name] = exc
-    got = _target_facts[target.name]
-    if isinstance(got, BaseException):
-        pytest.fail(f"{target.python} in {target.image}: the facts could not be gathered: {got}", pytrace=False)
-    return got
+        return external.gather_facts(
+            lambda command: runner.run(command, perf=False, timeout=300), copy_out,
+            lambda perf: containers.perf_capability(docker_client, image, perf=perf), target)
+
+    return once_per_session(_target_facts, target.name, gather,
+                            f"{target.python} in {target.image}: the facts could not be gathered")
 
 
 @pytest.fixture

@@ -55,9 +55,9 @@ def test_variant_flags(cell, runner_for):
     cflags = f"{info['CFLAGS']} {info['PY_CFLAGS']}"
     for flag in cell.cflags.split():   # the variant's, then matrix.yaml's arch_cflags
         assert flag in cflags.split(), f"{flag} missing from sysconfig CFLAGS: {cflags}"
+    for option in cell.variant.configure_args(cell.version):   # e.g. distro's --enable-optimizations --with-lto
+        assert option in info["CONFIG_ARGS"], f"{option} missing from CONFIG_ARGS {info['CONFIG_ARGS']}"
     if "-fno-omit-frame-pointer" not in cell.variant.cflags:
-        for option in cell.variant.configure_args(cell.version):
-            assert option in info["CONFIG_ARGS"], f"{option} missing from CONFIG_ARGS {info['CONFIG_ARGS']}"
         if not cell.variant.configure_args(cell.version) and cell.version in ("3.9", "3.10", "3.11", "3.12", "3.13"):
             assert "-fno-omit-frame-pointer" not in cflags.split(), "frame pointers on in a no-frame-pointer variant"
 
@@ -139,3 +139,201 @@ def test_branch_protection_kept(cell, runner_for, record_property):
         assert features is not None, f"{path} has no AArch64 feature property (readelf -n): BTI and PAC dropped"
         assert expected <= features, (
             f"{path}: AArch64 feature: {', '.join(sorted(features))}; expected {', '.join(sorted(expected))}")
+
+
+# --------------------------------------------------------------------------
+# Frame pointers in the machine code, not only in the flags: PGO and LTO
+# (the distro variant) recompile every function at link time, and a flag the
+# link step does not carry would be lost there without sysconfig showing it.
+
+FRAME_POINTER_PROBE = r"""
+import json, os, re, subprocess, sys, sysconfig
+files = [os.path.realpath(sys.executable)]
+if sysconfig.get_config_var("Py_ENABLE_SHARED"):
+    files.append(os.path.join(sysconfig.get_config_var("LIBDIR"), sysconfig.get_config_var("INSTSONAME")))
+SETUP = re.compile(r"\bmov\s+%rsp,%rbp$|\bmov\s+x29,\s*sp$|\badd\s+x29,\s*sp,")   # x86-64, aarch64
+FUNC = re.compile(r"^[0-9a-f]+ <([^>]+)>:$")
+CALL = re.compile(r"^\s*[0-9a-f]+:\s+(call|bl|blr)\s")
+# the C runtime's start files are not compiled with the build's flags
+CRT = {"_start", "deregister_tm_clones", "register_tm_clones", "__do_global_dtors_aux", "frame_dummy",
+       "_dl_relocate_static_pie", "_init", "_fini"}
+result = {}
+for path in files:
+    counts = {"functions": 0, "with_frame_pointer": 0, "without": []}
+    state = {"name": None, "section": "", "setup": False, "call": False}
+    def finish():
+        s = state
+        if s["name"] is None or s["section"] != ".text" or ".cold" in s["name"] or s["name"] in CRT or not s["call"]:
+            return
+        counts["functions"] += 1
+        if s["setup"]:
+            counts["with_frame_pointer"] += 1
+        else:
+            counts["without"].append(s["name"])
+    proc = subprocess.Popen(["objdump", "-d", "--no-show-raw-insn", path], stdout=subprocess.PIPE, text=True)
+    for line in proc.stdout:
+        line = line.rstrip()
+        if line.startswith("Disassembly of section "):
+            finish()
+            state.update(name=None, section=line.split()[-1].rstrip(":"))
+            continue
+        m = FUNC.match(line)
+        if m:
+            finish()
+            state.update(name=m.group(1), setup=False, call=False)
+        elif state["name"] is not None and not state["call"]:
+            if SETUP.search(line):
+                state["setup"] = True
+            elif CALL.match(line):
+                state["call"] = True
+    finish()
+    if proc.wait() != 0:
+        sys.exit(f"objdump -d {path} failed")
+    result[path] = counts
+print(json.dumps(result))
+"""
+
+
+TRAMPOLINE_START = "_Py_trampoline_func_start"
+
+
+def frame_pointer_coverage(runner) -> dict:
+    """{binary: {functions, with_frame_pointer, without}} over the interpreter (and libpython where shared):
+    every function of .text that calls another (leaf functions keep no frame even with
+    -mno-omit-leaf-frame-pointer when they need no stack; .cold parts have no entry), and whether it sets up
+    its frame pointer before its first call (shrink-wrapped setups, after a fast path, count)."""
+    result = runner.run(["python3", "-c", FRAME_POINTER_PROBE], perf=False)
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_frame_pointers_in_the_machine_code(cell, runner_for, record_property):
+    """With -fno-omit-frame-pointer, every non-leaf function of the interpreter sets up %rbp (x29) before it
+    calls: frame-pointer unwinding (-X perf, perf record -g) passes through all of them.  Measured on the
+    -O3 fp cells (all of 4128-5280 functions) and, as the control, on Debian trixie's python3.13 built
+    without frame pointers (1 of 1251).  The assembly trampoline is held to it too: on the patched cells
+    it builds a frame record; only a vanilla twin may show the released trampoline without one."""
+    if "-fno-omit-frame-pointer" not in cell.cflags.split():
+        pytest.skip(f"{cell.name} is not built with -fno-omit-frame-pointer (CFLAGS: {cell.cflags or 'none'})")
+    coverage = frame_pointer_coverage(runner_for(cell, perf=False))
+    for path, counts in coverage.items():
+        record_property(f"frame_pointer_functions {path}", f"{counts['with_frame_pointer']}/{counts['functions']}")
+        print(f"{path}: {counts['with_frame_pointer']} of {counts['functions']} non-leaf functions set up a "
+              f"frame pointer")
+    assert any(c["functions"] > 1000 for c in coverage.values()), f"too few functions disassembled: {coverage}"
+    for path, counts in coverage.items():
+        if cell.vanilla and TRAMPOLINE_START in counts["without"]:
+            # the released trampoline of a native version may lack the frame record: 3.13.5's
+            # "sub $8,%rsp; call *%rcx" (gh-136541, patches/3.13/0003; reproduced by
+            # check_fix_perf_trampoline_unwind.py); every compiled function must still have one
+            counts["without"].remove(TRAMPOLINE_START)
+            record_property("trampoline_frame_record", "missing (as released)")
+            print(f"{path}: {TRAMPOLINE_START} calls without a frame record, as released")
+        assert not counts["without"], (
+            f"{path}: {len(counts['without'])} of {counts['functions']} non-leaf functions call without "
+            f"setting up a frame pointer, e.g. {counts['without'][:10]}")
+
+
+# --------------------------------------------------------------------------
+# The assembly trampoline (Python/asm_trampoline.S) under LTO: its symbols are
+# in the binary, and what -X perf copies for each code object is its code.
+
+TRAMPOLINE_PROBE = r"""
+import json, os, subprocess, sys, sysconfig
+files = [os.path.realpath(sys.executable)]
+if sysconfig.get_config_var("Py_ENABLE_SHARED"):
+    files.append(os.path.join(sysconfig.get_config_var("LIBDIR"), sysconfig.get_config_var("INSTSONAME")))
+out = {"symbols": {}}
+for path in files:
+    nm = subprocess.run(["nm", path], capture_output=True, text=True)
+    for line in nm.stdout.splitlines():
+        words = line.split()
+        if len(words) == 3 and words[2] in ("_Py_trampoline_func_start", "_Py_trampoline_func_end"):
+            out["symbols"][words[2]] = {"file": path, "value": int(words[0], 16), "type": words[1]}
+start, end = (out["symbols"].get(n) for n in ("_Py_trampoline_func_start", "_Py_trampoline_func_end"))
+if start and end and start["file"] == end["file"] and end["value"] > start["value"]:
+    path = start["file"]
+    with open(path, "rb") as f:
+        pie = int.from_bytes(f.read(18)[16:18], "little") == 3      # ET_DYN: loaded at a base address
+    base = 0
+    if pie:
+        for line in open("/proc/self/maps"):
+            fields = line.split()
+            if len(fields) >= 6 and fields[5] == path and int(fields[2], 16) == 0:
+                base = int(fields[0].split("-")[0], 16)
+                break
+    with open("/proc/self/mem", "rb") as mem:
+        mem.seek(base + start["value"])
+        out["code"] = mem.read(end["value"] - start["value"]).hex()
+    def trampoline_probe_function():
+        return 1
+    trampoline_probe_function()
+    for line in open(f"/tmp/perf-{os.getpid()}.map"):
+        addr, size, name = line.rstrip("\n").split(" ", 2)
+        if name.startswith("py::trampoline_probe_function:"):
+            with open("/proc/self/mem", "rb") as mem:
+                mem.seek(int(addr, 16))
+                out["copy"] = mem.read(int(size, 16)).hex()
+print(json.dumps(out))
+"""
+
+
+def test_trampoline_code_survives_the_link(cell, runner_for, record_property):
+    """_Py_trampoline_func_start/_end (Python/asm_trampoline.S) are text symbols of the interpreter with the
+    code between them, and the trampoline -X perf writes into /tmp/perf-PID.map for a Python function is a
+    byte-for-byte copy of that code: what LTO (the distro variant) does to the C around it leaves the
+    assembly, and the bounds the C code copies it by, intact."""
+    if not cell.backends:
+        pytest.skip(f"{cell.name} offers no perf backend (no trampoline built)")
+    result = runner_for(cell, perf=False).run(["python3", "-X", "perf", "-c", TRAMPOLINE_PROBE], perf=False)
+    assert result.exit_code == 0, result.stderr
+    found = json.loads(result.stdout)
+    symbols = found["symbols"]
+    for name in ("_Py_trampoline_func_start", "_Py_trampoline_func_end"):
+        assert name in symbols, f"{name} is not a symbol of the interpreter (nm): {symbols}"
+        assert symbols[name]["type"] in "Tt", f"{name} is not in a text section: {symbols[name]}"
+    size = symbols["_Py_trampoline_func_end"]["value"] - symbols["_Py_trampoline_func_start"]["value"]
+    assert 0 < size <= 64, f"the trampoline between the symbols is {size} bytes"
+    record_property("trampoline_code", found.get("code", ""))
+    print(f"trampoline: {size} bytes, {found.get('code')}; copy for a Python function: {found.get('copy')}")
+    assert found.get("copy"), "-X perf listed no trampoline for the probe function in /tmp/perf-PID.map"
+    assert found["copy"] == found["code"], (
+        f"the trampoline in /tmp/perf-PID.map ({found['copy']}) is not the code between the symbols ({found['code']})")
+
+
+# --------------------------------------------------------------------------
+# PGO and LTO really applied where the variant asks for them (distro)
+
+OPTIMISATION_PROBE = r"""
+import json, os, subprocess, sys, sysconfig
+tree = sys.argv[1]
+gcda = sum(name.endswith(".gcda") for _, _, names in os.walk(tree) for name in names)
+nm = subprocess.run(["nm", os.path.realpath(sys.executable)], capture_output=True, text=True)
+print(json.dumps({"cflags_nodist": sysconfig.get_config_var("PY_CFLAGS_NODIST") or "", "gcda": gcda,
+                  "lto_priv": sum(".lto_priv." in line for line in nm.stdout.splitlines())}))
+"""
+
+
+def test_pgo_and_lto_applied(cell, runner_for, record_property):
+    """--enable-optimizations: the training run left its profiles (*.gcda) in the built tree and the final
+    build used them (-fprofile-use in sysconfig's PY_CFLAGS_NODIST, which the profile-opt build writes);
+    --with-lto: compiled with -flto, and the link-time optimiser ran (it renames the static functions it
+    privatises across units: *.lto_priv.N symbols, which no compiler run alone makes)."""
+    options = cell.configure_args()
+    pgo, lto = "--enable-optimizations" in options, any(o.startswith("--with-lto") for o in options)
+    if not (pgo or lto):
+        pytest.skip(f"{cell.name} is configured without --enable-optimizations and --with-lto")
+    result = runner_for(cell, perf=False).run(
+        ["python3", "-c", OPTIMISATION_PROBE, f"/usr/src/{cell.recipe.srcdir}"], perf=False)
+    assert result.exit_code == 0, result.stderr
+    found = json.loads(result.stdout)
+    for key, value in found.items():
+        record_property(key, value)
+    print(found)
+    flags = found["cflags_nodist"].split()
+    if pgo:
+        assert found["gcda"] > 0, f"no *.gcda profile in /usr/src/{cell.recipe.srcdir}: the training run made none"
+        assert "-fprofile-use" in flags, f"the final build did not use the profile: PY_CFLAGS_NODIST {flags}"
+    if lto:
+        assert "-flto" in flags or any(f.startswith("-flto=") for f in flags), f"no -flto in PY_CFLAGS_NODIST {flags}"
+        assert found["lto_priv"] > 0, "no *.lto_priv.* symbol in the interpreter: the link-time optimiser did not run"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from . import host, images, render
+from . import host, images
 from .matrix import Cell, Matrix, load_matrix
 
 
@@ -34,10 +34,6 @@ def ensure_cell_image(cell: Cell, matrix: Matrix | None = None, log=print) -> st
 
 
 def rendered_dockerfile(cell: Cell, matrix: Matrix | None = None) -> str:
+    """The cell's Dockerfile as this host builds it (no source fetched, no digest label)."""
     matrix = matrix or load_matrix()
-    base = render.build_base_image_tag(matrix.base_suite, cell.arch)
-    if not cell.foreign:
-        return render.render_cell_dockerfile(cell, base)
-    return render.render_cell_dockerfile(cell, base,
-                                         target_base_image=render.foreign_base_image_tag(matrix.base_suite, cell.arch),
-                                         build_python_image=matrix.build_python_cell(cell).image)
+    return images.cell_inputs(cell, matrix.base_suite, log=lambda *_: None, matrix=matrix, fetch=False).dockerfile()

@@ -12,7 +12,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from . import build, host, images, patches, sources
+from . import build, host, images, patches, pins, sources
 from .ci import plan as ci_plan
 from .errors import DriverError
 from .matrix import HOST_ARCH, KNOWN_ARCHES, load_matrix
@@ -45,6 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("tools-image", help="create the tools image (samply, flame graphs) if it does not exist")
     p = sub.add_parser("plan", help="the jobs of a CI run as JSON: images, cells, report (cpython_perf/ci/plan.py)")
     ci_plan.add_arguments(p)
+    p = sub.add_parser("pin", help="pin a series to its newest python.org release (signature checked), or "
+                                   "--check: list the pins behind (cpython_perf/pins.py)")
+    pins.add_arguments(p)
     p = sub.add_parser("check-series", help="apply a cell's additions and series to its pristine source")
     p.add_argument("cell")
     p = sub.add_parser("series-forms", help="write a version's series in the forms packagers import: a quilt "
@@ -92,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
             print(tools.ensure_tools_image(host.docker_client(_log), matrix, _log))
         elif args.command == "plan":
             ci_plan.run(matrix, args)
+        elif args.command == "pin":
+            return pins.main(matrix, args, _log)
         elif args.command == "check-series":
             cell = matrix.cell(args.cell)
             tarball = sources.fetch_source(cell.recipe, log=_log)

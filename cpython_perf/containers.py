@@ -68,14 +68,17 @@ def container_capabilities(cap_add, mlock: bool = True) -> list[str]:
 
 def run(client, image: str, command, *, workdir: str = "/src", mounts: dict[Path, str] | None = None,
         cap_add: list[str] | None = None, env: dict[str, str] | None = None, timeout: float = 900,
-        cpu_shares: int | None = None, mlock: bool = True) -> RunResult:
+        cpu_shares: int | None = None, mlock: bool = True, read_only: dict[Path, str] | None = None) -> RunResult:
     """Run command (a list, or a string for `sh -c`) in a fresh container and collect its output.
+
+    mounts are bind-mounted read-write, read_only (host path -> container path) read-only.
 
     cpu_shares (default 1024 a container) below the default yields the CPU to other containers: for work
     whose result does not depend on time, such as instruction counts.  mlock: give a perf container
     CAP_IPC_LOCK (container_capabilities)."""
     argv = ["sh", "-c", command] if isinstance(command, str) else list(command)
     volumes = {str(h): {"bind": c, "mode": "rw"} for h, c in (mounts or {}).items()}
+    volumes.update({str(h): {"bind": c, "mode": "ro"} for h, c in (read_only or {}).items()})
     started = time.monotonic()
     container = client.containers.create(
         image, argv, working_dir=workdir, volumes=volumes, cap_add=container_capabilities(cap_add, mlock),

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from . import host, patches, render, sources
 from .errors import DriverError, ImageBuildFailed
-from .matrix import ARCH_FACTS, HOST_ARCH, PROJECT_ROOT, Cell, Matrix
+from .matrix import ARCH_FACTS, HOST_ARCH, PROJECT_ROOT, Cell, Matrix, cannot_build_reason, runs_natively
 
 BASE_MODE_ENV = "CPYTHON_PERF_BASE_MODE"
 BASE_MODES = ("auto", "registry", "bootstrap")
@@ -48,7 +48,7 @@ ADDITIONS_ROOT = PROJECT_ROOT / "Python-additions"
 def ensure_base_image(client, suite: str, mode: str | None = None, log=print) -> str:
     """Return the tag of the base image, creating it if it does not exist."""
     packages = render.base_packages()
-    tag = render.base_image_tag(suite, packages)
+    tag = render.host_base_image_tag(suite)
     if _image_exists(client, tag):
         return tag
     mode = mode or os.environ.get(BASE_MODE_ENV, "auto")
@@ -83,12 +83,15 @@ def _registry_base_available(client, suite: str, log) -> bool:
 
 def ensure_arch_base_image(client, suite: str, arch: str, log=print) -> str:
     """The base image of a non-host arch's cells, bootstrapped with mmdebstrap --architectures if missing:
-    under qemu-user for a foreign arch, natively for one the host kernel runs (i386)."""
+    under qemu-user for a foreign arch, natively for one the host kernel runs (i386 on x86_64).  The host's
+    own arch: its base (ensure_base_image)."""
+    if arch == HOST_ARCH:
+        return ensure_base_image(client, suite, log=log)
     facts = ARCH_FACTS[arch]
     tag = render.arch_base_image_tag(suite, arch)
     if _image_exists(client, tag):
         return tag
-    if not facts.native:
+    if not runs_natively(arch):
         host.ensure_binfmt(facts, log)
     started = time.monotonic()
     _bootstrap_base(client, suite, render.arch_base_packages(arch), tag, log, debian_arch=facts.debian)
@@ -152,32 +155,41 @@ class CellInputs:
     target_base_tag: str = ""
     build_python: "CellInputs | None" = None
 
+    host: str = HOST_ARCH   # the arch of the machine that builds it
+
     def dockerfile(self, digest: str = "unset") -> str:
         return render.render_cell_dockerfile(
             self.cell, self.base_tag, digest, target_base_image=self.target_base_tag,
-            build_python_image=self.build_python.cell.image if self.build_python else "")
+            build_python_image=self.build_python.cell.image if self.build_python else "", host=self.host)
 
 
 def cell_inputs(cell: Cell, suite: str, cache_dir: Path | None = None, log=print,
-                matrix: Matrix | None = None, *, fetch: bool = True) -> CellInputs:
+                matrix: Matrix | None = None, *, fetch: bool = True, host: str | None = None) -> CellInputs:
     """Fetch the cell's source (may raise SourceUnavailable) and digest its inputs.
 
     A cross-compiled cell's inputs include its build Python cell's (matrix is
     needed to find it), so that a change there rebuilds it too.  The tarball
     enters the digest by its pinned sha256, so fetch=False (the CI plan,
     cpython_perf.ci.plan) gives the same digest without fetching anything;
-    tarball is then only the file's name.
+    tarball is then only the file's name.  host: the arch of the machine that builds it (default: this one;
+    the plan asks for the runner's): a cell built natively and the same cell cross-compiled have different
+    Dockerfiles, so different digests.  A cell the host cannot build is an error saying where it builds.
     """
+    host = host or HOST_ARCH
+    why_not = cannot_build_reason(cell.arch, host)
+    if why_not:
+        raise DriverError(f"{cell.name}: {why_not}")
     tarball = sources.fetch_source(cell.recipe, cache_dir, log) if fetch else Path(cell.recipe.filename)
     series = patches.read_series(cell.series) if cell.series else []
-    base_tag = render.build_base_image_tag(suite, cell.arch)
+    base_tag = render.build_base_image_tag(suite, cell.arch, host)
     target_base_tag, build_python = "", None
-    if cell.foreign:
+    if cell.foreign_on(host):
         if matrix is None:
             raise DriverError(f"{cell.name} is cross-compiled: the matrix is needed to find its build Python cell")
-        build_python = cell_inputs(matrix.build_python_cell(cell), suite, cache_dir, log, matrix, fetch=fetch)
-        target_base_tag = render.foreign_base_image_tag(suite, cell.arch)
-    inputs = CellInputs(cell, base_tag, tarball, series, "", target_base_tag, build_python)
+        build_python = cell_inputs(matrix.build_python_cell_on(cell, host), suite, cache_dir, log, matrix,
+                                   fetch=fetch, host=host)
+        target_base_tag = render.foreign_base_image_tag(suite, cell.arch, host)
+    inputs = CellInputs(cell, base_tag, tarball, series, "", target_base_tag, build_python, host)
     digest = hashlib.sha256()
     for part in (
         inputs.dockerfile().encode(),
@@ -232,6 +244,8 @@ def build_cell_image(client, inputs: CellInputs, suite: str, log=print, base_mod
     )
     if cell.series:
         log(f"series {cell.series.relative_to(PROJECT_ROOT)}: {applied} patches apply to {cell.recipe.srcdir}")
+    if inputs.host != HOST_ARCH:
+        raise DriverError(f"{cell.name}: its inputs were computed for an {inputs.host} host; this one is {HOST_ARCH}")
     if cell.arch == HOST_ARCH or cell.foreign:
         ensure_base_image(client, suite, base_mode, log)   # host cells and cross builds run on the host's base
     if cell.foreign:

@@ -8,6 +8,8 @@ must pass.  Every error names the file and line it comes from.
 from __future__ import annotations
 
 import difflib
+import os
+import platform
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -19,8 +21,64 @@ from .errors import MatrixError, UnknownCell
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 KNOWN_ARCHES = ("x86_64", "aarch64", "i386")
-# The machine every image is built on, and what the other arches need from it.
-HOST_ARCH = "x86_64"
+# The arch whose cell names carry no suffix (3.13-fp, not 3.13-fp-x86_64), the arches of a cell that lists
+# none, and the machine the whole matrix must build on (the reference host: x86_64 and i386 natively,
+# aarch64 cross-compiled).  Cell names and the matrix's validity are the same on every machine.
+DEFAULT_ARCH = "x86_64"
+# Host machine -> the arches its kernel runs itself (cells built in a container of the arch's own base and
+# run there, perf recording in Docker) and the arches the driver cross-compiles there (built on the host's
+# base, run under qemu-user, recorded in a qemu-system guest).  An arm64 host (a GitHub ubuntu-24.04-arm
+# runner, an arm64 buildbot worker) builds and records its aarch64 cells natively, without qemu; x86_64
+# and i386 cells need an x86_64 host.
+HOST_NATIVE_ARCHES = {"x86_64": ("x86_64", "i386"), "aarch64": ("aarch64",)}
+HOST_CROSS_ARCHES = {"x86_64": ("aarch64",), "aarch64": ()}
+HOST_ARCH_ENV = "CPYTHON_PERF_HOST_ARCH"
+_MACHINE_ARCHES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
+
+
+def detect_host_arch(machine: str | None = None, environ=None) -> str:
+    """The host's arch: $CPYTHON_PERF_HOST_ARCH if set (x86_64 or aarch64), else platform.machine()'s.
+    A machine the driver does not build on keeps its own name: runs_natively() and can_build() are then
+    False for every arch, and building says so (HostArchUnsupported)."""
+    environ = os.environ if environ is None else environ
+    override = environ.get(HOST_ARCH_ENV, "").strip()
+    if override:
+        if override not in HOST_NATIVE_ARCHES:
+            raise MatrixError(f"${HOST_ARCH_ENV}={override!r} is not a host arch the driver knows: use one of "
+                              f"{', '.join(HOST_NATIVE_ARCHES)}, or unset it to use this machine's")
+        return override
+    machine = (machine if machine is not None else platform.machine()).lower()
+    return _MACHINE_ARCHES.get(machine, machine)
+
+
+# The machine this process runs on: what runs natively here, what is cross-compiled and emulated.
+HOST_ARCH = detect_host_arch()
+
+
+def runs_natively(arch: str, host: str | None = None) -> bool:
+    """The host's kernel executes arch's code itself (x86_64 and i386 on x86_64; aarch64 on aarch64)."""
+    return arch in HOST_NATIVE_ARCHES.get(host or HOST_ARCH, ())
+
+
+def can_build(arch: str, host: str | None = None) -> bool:
+    """The driver can build and check cells of arch on host: natively, or cross-compiled under qemu."""
+    host = host or HOST_ARCH
+    return runs_natively(arch, host) or arch in HOST_CROSS_ARCHES.get(host, ())
+
+
+def cannot_build_reason(arch: str, host: str | None = None) -> str | None:
+    """Why a cell of arch cannot be built on host (None: it can)."""
+    host = host or HOST_ARCH
+    if can_build(arch, host):
+        return None
+    able = [h for h in HOST_NATIVE_ARCHES if can_build(arch, h)]
+    where = f"an {' or '.join(able)} host" if able else "no host the driver knows"
+    if host not in HOST_NATIVE_ARCHES:
+        return (f"this machine is {host}, which the driver does not build on (hosts: "
+                f"{', '.join(HOST_NATIVE_ARCHES)}); {arch} cells need {where}")
+    return (f"{arch} cells need {where}; this host is {host}, which builds "
+            f"{', '.join(a for a in KNOWN_ARCHES if can_build(a, host))} cells (run the others on a machine of "
+            f"their arch: the CI plan places them on one)")
 
 
 @dataclass(frozen=True)
@@ -30,13 +88,10 @@ class ArchFacts:
     name: str
     debian: str            # dpkg architecture (multiarch packages, mmdebstrap --architectures)
     triplet: str           # GNU triplet (configure --host, cross compiler prefix)
-    qemu_system: str = ""  # full-system emulator for real perf in a guest (foreign arches)
-    qemu_user: str = ""    # binfmt handler name for running the image's programs (foreign arches)
-    # The host's kernel executes the arch's code itself (x86_64; i386 through the
-    # kernel's IA32 emulation): its cells are built natively in a container of
-    # its own base image and run there without qemu.  Otherwise the arch is
-    # foreign: cross-compiled on the host, run under qemu.
-    native: bool = False
+    qemu_system: str = ""  # full-system emulator for real perf in a guest (where the arch is foreign)
+    qemu_user: str = ""    # binfmt handler name for running the image's programs (where the arch is foreign)
+    # Whether the host runs the arch natively depends on the host: runs_natively()
+    # (i386 runs on an x86_64 kernel through its IA32 emulation).
     # Upstream's configure enables the perf trampoline (PY_HAVE_PERF_TRAMPOLINE)
     # on x86_64-linux-gnu and aarch64-linux-gnu only; elsewhere -X perf is
     # ignored and sys.activate_stack_trampoline() raises ValueError, so a cell
@@ -61,10 +116,10 @@ class ArchFacts:
 
 
 ARCH_FACTS = {
-    "x86_64": ArchFacts("x86_64", "amd64", "x86_64-linux-gnu", native=True, trampoline=True),
+    "x86_64": ArchFacts("x86_64", "amd64", "x86_64-linux-gnu", trampoline=True),
     "aarch64": ArchFacts("aarch64", "arm64", "aarch64-linux-gnu", "qemu-system-aarch64", "qemu-aarch64",
                          trampoline=True),
-    "i386": ArchFacts("i386", "i386", "i686-linux-gnu", native=True, personality="i686",
+    "i386": ArchFacts("i386", "i386", "i686-linux-gnu", personality="i686",
                       multiarch="i386-linux-gnu", pointer_bits=32),
 }
 PERF_MODES = ("perf", "perf_jit")
@@ -87,8 +142,8 @@ _TOP_KEYS = {"smoke_cells", "default_cell", "base_suite", "arches", "default_arc
              "regression_tests", "profilers", "arch_cflags"}
 _PROFILER_KEYS = {"suite", "samply", "inferno", "py_spy"}
 _PY_SPY_KEYS = {"version", "sha256"}
-_VARIANT_KEYS = {"description", "cflags", "configure_since", "dwarf_stack_size"}
-_VERSION_KEYS = {"recipe", "support", "series", "additions", "additions_header", "cells"}
+_VARIANT_KEYS = {"description", "cflags", "configure", "configure_since", "dwarf_stack_size"}
+_VERSION_KEYS = {"recipe", "support", "series", "additions", "additions_header", "cells", "prerelease"}
 _CELL_KEYS = {"modes", "arches", "vanilla", "build_only"}
 _RECIPE_KEYS = {"version", "url", "sha256", "size", "debian", "configure"}
 _DEBIAN_KEYS = {"package", "suite", "file"}
@@ -216,10 +271,13 @@ class Variant:
     cflags: str
     configure_since: tuple[tuple[tuple[int, int], tuple[str, ...]], ...] = ()
     dwarf_stack_size: int | None = None
+    # configure options of every cell of the variant, before the version-dependent ones
+    # (e.g. distro: --enable-optimizations --with-lto)
+    configure: tuple[str, ...] = ()
 
     def configure_args(self, version: str) -> list[str]:
         have = version_tuple(version)
-        args: list[str] = []
+        args: list[str] = list(self.configure)
         for since, extra in self.configure_since:
             if have >= since:
                 args.extend(extra)
@@ -255,9 +313,13 @@ class Cell:
 
     @property
     def foreign(self) -> bool:
-        """Built by cross-compiling on the host; run under qemu (user mode in Docker, system mode for perf).
-        False for the host's arch and for arches the host kernel runs natively (i386)."""
-        return not self.arch_facts.native
+        """Built by cross-compiling on this host; run under qemu (user mode in Docker, system mode for perf).
+        False for the host's arch and for arches the host kernel runs natively (i386 on x86_64)."""
+        return self.foreign_on(HOST_ARCH)
+
+    def foreign_on(self, host: str) -> bool:
+        """Whether the cell is foreign (cross-compiled, emulated) on a host of that arch."""
+        return not runs_natively(self.arch, host)
 
     @property
     def build_only(self) -> bool:
@@ -271,7 +333,7 @@ class Cell:
 
     @property
     def name(self) -> str:
-        suffix = "" if self.arch == HOST_ARCH else f"-{self.arch}"
+        suffix = "" if self.arch == DEFAULT_ARCH else f"-{self.arch}"
         return f"{self.version}-{self.variant.name}{'-vanilla' if self.vanilla else ''}{suffix}"
 
     @property
@@ -351,7 +413,7 @@ class Matrix:
     arches: tuple[str, ...]
     variants: dict[str, Variant]
     # arches of a cell that does not list its own
-    default_arches: tuple[str, ...] = (HOST_ARCH,)
+    default_arches: tuple[str, ...] = (DEFAULT_ARCH,)
     cells: dict[str, Cell] = field(default_factory=dict)
     smoke_cells: tuple[str, ...] = ()
     default_cell: str = ""
@@ -365,6 +427,8 @@ class Matrix:
     distros: dict[str, DistroLane] = field(default_factory=dict)
     # version -> its series, additions and additions header (versions with a series only)
     series: dict[str, VersionSeries] = field(default_factory=dict)
+    # versions whose recipe may pin a pre-release (a, b, rc): `prerelease: true` (cpython_perf/pins.py)
+    prerelease_versions: frozenset = frozenset()
 
     def series_of(self, version: str) -> VersionSeries:
         try:
@@ -405,9 +469,13 @@ class Matrix:
         before).  The host twin of the same variant and vanilla-ness is
         preferred, any host cell of the version will do.  None for host cells.
         """
-        if not cell.foreign:
+        return self.build_python_cell_on(cell, HOST_ARCH)
+
+    def build_python_cell_on(self, cell: Cell, host: str) -> Cell | None:
+        """build_python_cell for a host of that arch: a cell of the host's own arch."""
+        if not cell.foreign_on(host) or not can_build(cell.arch, host):
             return None
-        same_version = [c for c in self.cells.values() if c.version == cell.version and not c.foreign]
+        same_version = [c for c in self.cells.values() if c.version == cell.version and c.arch == host]
         same_version.sort(key=lambda c: (c.variant != cell.variant, c.vanilla != cell.vanilla))
         return same_version[0] if same_version else None
 
@@ -462,11 +530,25 @@ def load_recipe(path: Path, version_key: str) -> Recipe:
     return Recipe(version, url, sha256, size, debian_source, tuple(configure), path)
 
 
+# one configure option: --name or --name=value, nothing the shell would read
+_CONFIGURE_OPTION = re.compile(r"--[a-z][a-z0-9-]*(=[A-Za-z0-9_.,:/+=-]*)?")
+
+
 def _load_variant(where: _Where, name, data) -> Variant:
     where.check_keys(data, _VARIANT_KEYS, f"variant {name!r}")
     cflags = data.get("cflags") or ""
     if not isinstance(cflags, str):
         raise where.error(data, "cflags", f"cflags of variant {name!r} must be a string")
+    configure = data.get("configure") or []
+    if not isinstance(configure, list) or not all(isinstance(o, str) for o in configure):
+        raise where.error(data, "configure", f"configure of variant {name!r} must be a list of configure options, "
+                                             "e.g. [--enable-optimizations, --with-lto]")
+    for option in configure:
+        if not _CONFIGURE_OPTION.fullmatch(option):
+            raise where.error(data, "configure",
+                              f"configure option {option!r} of variant {name!r} must be one plain --option or "
+                              "--option=value (no spaces, quotes, $, ` or \\): it is written into a shell command "
+                              "of the Dockerfile; put compiler flags in cflags")
     since_raw = data.get("configure_since") or {}
     if not isinstance(since_raw, dict):
         raise where.error(data, "configure_since", "configure_since must map a version to a list of options")
@@ -480,7 +562,7 @@ def _load_variant(where: _Where, name, data) -> Variant:
     stack = data.get("dwarf_stack_size")
     if stack is not None and (not isinstance(stack, int) or not 8 <= stack <= 65528 or stack % 8):
         raise where.error(data, "dwarf_stack_size", "dwarf_stack_size must be a multiple of 8 from 8 to 65528")
-    return Variant(name, str(data.get("description") or ""), cflags, tuple(since), stack)
+    return Variant(name, str(data.get("description") or ""), cflags, tuple(since), stack, tuple(configure))
 
 
 def load_matrix(path: Path | None = None) -> Matrix:
@@ -502,9 +584,10 @@ def load_matrix(path: Path | None = None) -> Matrix:
         raise where.error(data, "variants", "variants must be a non-empty mapping")
     variants = {name: _load_variant(where, name, spec) for name, spec in variants_raw.items()}
 
-    if HOST_ARCH not in arches:
-        raise where.error(data, "arches", f"arches must include the host's {HOST_ARCH}: every image is built there")
-    default_arches = data.get("default_arches") or [HOST_ARCH]
+    if DEFAULT_ARCH not in arches:
+        raise where.error(data, "arches", f"arches must include {DEFAULT_ARCH}: the whole matrix builds on an "
+                                          f"{DEFAULT_ARCH} host")
+    default_arches = data.get("default_arches") or [DEFAULT_ARCH]
     if not isinstance(default_arches, list) or not all(a in arches for a in default_arches):
         raise where.error(data, "default_arches", f"default_arches must be a list of arches from arches ({', '.join(arches)})")
 
@@ -538,8 +621,9 @@ def load_matrix(path: Path | None = None) -> Matrix:
     matrix.profilers = _load_profilers(where, data)
     matrix.distros = _load_distros(where, data, matrix, versions)
     for cell in matrix.cells.values():
-        if cell.foreign and matrix.build_python_cell(cell) is None:
-            raise MatrixError(f"{path}: {cell.name} is cross-compiled, which needs a {HOST_ARCH} cell of "
+        if cell.foreign_on(DEFAULT_ARCH) and matrix.build_python_cell_on(cell, DEFAULT_ARCH) is None:
+            raise MatrixError(f"{path}: {cell.name} is cross-compiled on an {DEFAULT_ARCH} host, which needs an "
+                              f"{DEFAULT_ARCH} cell of "
                               f"{cell.version} to provide the build Python; {cell.version} has none")
     return matrix
 
@@ -649,6 +733,11 @@ def _load_version(matrix: Matrix, where: _Where, versions, version: str, spec) -
     if not recipe_path.is_file():
         raise where.error(spec, "recipe", f"recipe {recipe_rel} of {version} does not exist")
     recipe = load_recipe(recipe_path, version)
+    prerelease = spec.get("prerelease", False)
+    if not isinstance(prerelease, bool):
+        raise where.error(spec, "prerelease", f"prerelease of {version} must be true or false, not {prerelease!r}")
+    if prerelease:   # (a pre-release pin without it is refused by `pin` and caught by tests/test_pins.py)
+        matrix.prerelease_versions = matrix.prerelease_versions | {version}
     support = spec.get("support", "native")
     if support not in SUPPORT_KINDS:
         raise where.error(spec, "support", f"support must be one of {', '.join(SUPPORT_KINDS)}, not {support!r}")
@@ -734,9 +823,10 @@ def _load_version(matrix: Matrix, where: _Where, versions, version: str, spec) -
                 raise where.error(cell_spec, "build_only",
                                   f"{arch} has the perf trampoline: list it under arches of "
                                   f"{version}-{variant_name}, where the cell's modes are checked")
-            if not ARCH_FACTS[arch].native:
+            if not runs_natively(arch, DEFAULT_ARCH):
                 raise where.error(cell_spec, "build_only",
-                                  f"build-only cells are built natively; the host does not run {arch} code")
+                                  f"build-only cells are built natively; an {DEFAULT_ARCH} host does not run "
+                                  f"{arch} code")
         # vanilla: true (a twin on every arch of the cell) or a list of arches
         vanilla = cell_spec.get("vanilla", False)
         if isinstance(vanilla, bool):

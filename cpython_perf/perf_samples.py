@@ -104,7 +104,7 @@ class ChainReport:
 
 # Of the samples inside a chain's leaf, the share that must carry the whole chain, per perf mode: the
 # conformance suite's bar (conformance/conftest.assert_chain) and the fidelity benchmark's target
-# (cpython_perf.fidelity) are this one table.  Frame pointers are walked by the kernel at every sample:
+# (cpython_perf.bench.fidelity) are this one table.  Frame pointers are walked by the kernel at every sample:
 # a miss is a broken trampoline frame, so 95%.  perf_jit's dwarf unwinding of a copied stack through
 # jitted code (perf inject --jit) may lose a few samples (a sample in a trampoline's prologue, a
 # truncated copy), so 90%.  Every recording made here measured 100% in both modes; a regression that

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import jinja2
 
-from .matrix import ARCH_FACTS, HOST_ARCH, PROJECT_ROOT, Cell, version_tuple
+from .matrix import ARCH_FACTS, DEFAULT_ARCH, HOST_ARCH, PROJECT_ROOT, Cell, runs_natively, version_tuple
 
 DOCKER_DIR = PROJECT_ROOT / "docker"
 BASE_PACKAGES = DOCKER_DIR / "base-packages.txt"
@@ -36,23 +36,24 @@ def base_packages(path: Path = BASE_PACKAGES) -> list[str]:
 def base_image_tag(suite: str, packages: list[str], arch: str | None = None) -> str:
     """Tag of the base image: changes whenever the suite or the package list does.
 
-    arch None is the host's base (build toolchain and all); a foreign arch's
-    base is tagged with its Debian name (cpython-perf-base:trixie-arm64-...).
+    An arch's base is tagged with its Debian name (cpython-perf-base:trixie-arm64-...), except x86_64's
+    (arch None or DEFAULT_ARCH): the host base of an arm64 host and the arm64 runtime base of an x86_64
+    host have different package lists, so different digests.
     """
     digest = hashlib.sha256(("\n".join([suite, *sorted(packages)])).encode()).hexdigest()[:12]
-    middle = f"{ARCH_FACTS[arch].debian}-" if arch else ""
+    middle = f"{ARCH_FACTS[arch].debian}-" if arch and arch != DEFAULT_ARCH else ""
     return f"cpython-perf-base:{suite}-{middle}{digest}"
 
 
-def host_base_image_tag(suite: str) -> str:
-    """Tag of the host's base image (docker/base-packages.txt)."""
-    return base_image_tag(suite, base_packages())
+def host_base_image_tag(suite: str, host: str | None = None) -> str:
+    """Tag of the host's base image (docker/base-packages.txt), for a host of that arch (default: this one)."""
+    return base_image_tag(suite, base_packages(), host or HOST_ARCH)
 
 
-def foreign_base_image_tag(suite: str, arch: str) -> str:
+def foreign_base_image_tag(suite: str, arch: str, host: str | None = None) -> str:
     """Tag of a foreign arch's base image (foreign_base_packages)."""
-    if ARCH_FACTS[arch].native:
-        raise ValueError(f"{arch} runs natively on the host: it has no foreign base image")
+    if runs_natively(arch, host):
+        raise ValueError(f"{arch} runs natively on an {host or HOST_ARCH} host: it has no foreign base image")
     return base_image_tag(suite, foreign_base_packages(arch), arch)
 
 
@@ -74,7 +75,7 @@ PERF_ONLY_PACKAGES = ("linux-perf",)
 
 
 def native_base_packages(arch: str) -> list[str]:
-    """Packages of the base image of a non-host arch the host runs natively (i386).
+    """Packages of the base image of a non-host arch the host runs natively (i386 on x86_64).
 
     Its cells are built inside it as the host's are in the host base, so it has
     the whole host list (toolchain, build dependencies, binutils for nm and
@@ -87,22 +88,26 @@ def native_base_packages(arch: str) -> list[str]:
     return packages + (base_packages(own) if own.is_file() else [])
 
 
-def arch_base_packages(arch: str) -> list[str]:
+def arch_base_packages(arch: str, host: str | None = None) -> list[str]:
     """Packages of a non-host arch's base image: built natively in it, or a foreign arch's runtime."""
-    return native_base_packages(arch) if ARCH_FACTS[arch].native else foreign_base_packages(arch)
+    return native_base_packages(arch) if runs_natively(arch, host) else foreign_base_packages(arch)
 
 
-def arch_base_image_tag(suite: str, arch: str) -> str:
-    """Tag of a non-host arch's base image (cpython-perf-base:trixie-i386-..., -arm64-...)."""
-    return base_image_tag(suite, arch_base_packages(arch), arch)
+def arch_base_image_tag(suite: str, arch: str, host: str | None = None) -> str:
+    """Tag of an arch's base image on a host of that arch (default: this one): the host's own base for the
+    host's arch, else cpython-perf-base:trixie-i386-..., -arm64-... (a native or a foreign arch's)."""
+    if arch == (host or HOST_ARCH):
+        return host_base_image_tag(suite, arch)
+    return base_image_tag(suite, arch_base_packages(arch, host), arch)
 
 
-def build_base_image_tag(suite: str, arch: str) -> str:
-    """The image a cell of arch is built on: its own arch's base for one the host runs natively (i386), else
-    the host's (host cells, and the cross stage of foreign ones)."""
-    if arch != HOST_ARCH and ARCH_FACTS[arch].native:
-        return arch_base_image_tag(suite, arch)
-    return host_base_image_tag(suite)
+def build_base_image_tag(suite: str, arch: str, host: str | None = None) -> str:
+    """The image a cell of arch is built on: its own arch's base for one the host runs natively (i386 on
+    x86_64), else the host's (host cells, and the cross stage of foreign ones)."""
+    host = host or HOST_ARCH
+    if arch != host and runs_natively(arch, host):
+        return arch_base_image_tag(suite, arch, host)
+    return host_base_image_tag(suite, host)
 
 
 def cross_packages(arch: str) -> list[str]:
@@ -129,10 +134,10 @@ BUILD_PYTHON = "/opt/build-python/bin/python3"
 CROSS_CACHE_VARIABLES = {"ac_cv_file__dev_ptmx": "yes", "ac_cv_file__dev_ptc": "no", "ac_cv_buggy_getaddrinfo": "no"}
 
 
-def cross_configure_args(cell: Cell) -> list[str]:
+def cross_configure_args(cell: Cell, host: str | None = None) -> list[str]:
     """configure options of a cross build: build and host triplets, and the build Python where configure
     takes it (3.11+; 3.9 and 3.10 look for python3.X on PATH)."""
-    args = [f"--build={ARCH_FACTS[HOST_ARCH].triplet}", f"--host={cell.arch_facts.triplet}"]
+    args = [f"--build={ARCH_FACTS[host or HOST_ARCH].triplet}", f"--host={cell.arch_facts.triplet}"]
     if version_tuple(cell.version) >= (3, 11):
         args.append(f"--with-build-python={BUILD_PYTHON}")
     return args
@@ -148,13 +153,14 @@ def cross_environment(cell: Cell) -> dict[str, str]:
 
 
 def render_cell_dockerfile(cell: Cell, base_image: str, inputs_digest: str = "unset", *,
-                           target_base_image: str = "", build_python_image: str = "") -> str:
+                           target_base_image: str = "", build_python_image: str = "",
+                           host: str | None = None) -> str:
     """The cell's Dockerfile.  A cell of an arch the host runs natively builds on
     base_image (build_base_image_tag: the host's, or i386's own, under its
     personality); a foreign-arch cell is cross-compiled on base_image (with
     build_python_image's interpreter as the build Python) and installed on
-    target_base_image."""
-    if not cell.foreign:
+    target_base_image.  host: the arch of the machine that builds it (default: this one)."""
+    if not cell.foreign_on(host or HOST_ARCH):
         return _environment().get_template("cell.Dockerfile.j2").render(
             cell=cell,
             arch=cell.arch_facts,
@@ -172,7 +178,7 @@ def render_cell_dockerfile(cell: Cell, base_image: str, inputs_digest: str = "un
         target_base_image=target_base_image,
         build_python_image=build_python_image,
         cross_packages=cross_packages(cell.arch),
-        cross_configure_args=cross_configure_args(cell),
+        cross_configure_args=cross_configure_args(cell, host),
         cross_environment=cross_environment(cell),
         additions=bool(cell.additions),
         patches=cell.series is not None,

@@ -9,6 +9,14 @@ download with other bytes is discarded.  Only when no source has the pinned
 bytes does the fetch fail, naming every source tried and what it gave.
 Nothing half-downloaded ever sits under the final name: files are written
 under a temporary name in the cache and renamed once verified.
+
+The release's signature (cpython_perf/signatures.py) is checked whenever one
+is at hand: the `.asc` (up to 3.13) or `.sigstore` (3.14 on) fetched with the
+tarball from python.org or carried by the Debian source package, kept next to
+the tarball in the cache, or one in the Debian source package cache
+(~/.cache/cpython-perf/debian-sources/, distro/source_packages.py).  The log
+says what was checked, or that no signature was at hand; a bad signature is a
+SignatureError and nothing is cached.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from . import signatures
 from .errors import HashMismatch, SourceUnavailable
 from .matrix import Recipe
 
@@ -34,6 +43,8 @@ APT_SOURCE_FILES = (Path("/etc/apt/sources.list"), Path("/etc/apt/sources.list.d
 # The Debian archive to bootstrap from, where the machine's apt sources name none (a GitHub Actions
 # runner is Ubuntu: .github/workflows/ set it to a Debian mirror); wins over the apt sources when set.
 DEBIAN_ARCHIVE_ENV = "CPYTHON_PERF_DEBIAN_ARCHIVE"
+# The verified Debian source packages' cache (distro/source_packages.py keeps them there).
+DEBIAN_SOURCE_CACHE_ENV = "CPYTHON_PERF_DEBIAN_SOURCE_CACHE"
 
 
 def default_cache_dir() -> Path:
@@ -91,6 +102,7 @@ def fetch_source(recipe: Recipe, cache_dir: Path | None = None, log=print) -> Pa
     if final.exists():
         problem = mismatch(final, recipe)
         if problem is None:
+            check_signature(recipe, final, signature_candidates(recipe, cache_dir), log)
             return final
         final.unlink(missing_ok=True)
         tried.append(f"source cache: {final} had other bytes ({problem}); deleted")
@@ -112,6 +124,11 @@ def fetch_source(recipe: Recipe, cache_dir: Path | None = None, log=print) -> Pa
                 log(f"{name}: {recipe.filename} does not have the pinned bytes ({problem}): discarded, not cached")
                 wrong.append(name)
                 continue
+            # a bad signature raises here: the temporary directory goes, nothing is cached
+            fetched = [(p, f"fetched with it from {name}") for p in _signatures_in(Path(tmp), recipe)]
+            used = check_signature(recipe, got, fetched + signature_candidates(recipe, cache_dir), log)
+            if used is not None and used.parent == Path(tmp):
+                os.replace(used, cache_dir / (recipe.filename + signatures.signature_suffix(recipe.version)))
             os.replace(got, final)
             log(f"cached {recipe.filename} from {name} in {cache_dir} (sha256 {recipe.sha256})")
             return final
@@ -137,6 +154,53 @@ class _NotHere(Exception):
     """A source method cannot provide the file (reason in the message)."""
 
 
+# --------------------------------------------------------------------------
+# Signatures
+
+
+def debian_source_cache_dir() -> Path:
+    env = os.environ.get(DEBIAN_SOURCE_CACHE_ENV)
+    return Path(env) if env else default_cache_dir().parent / "debian-sources"
+
+
+def _signatures_in(directory: Path, recipe: Recipe) -> list[Path]:
+    suffix = signatures.signature_suffix(recipe.version)
+    return [p for p in (directory / (recipe.filename + suffix),) if p.is_file()]
+
+
+def signature_candidates(recipe: Recipe, cache_dir: Path) -> list[tuple[Path, str]]:
+    """(path, where it was found) of every signature of recipe's tarball at hand on this machine: next to
+    the tarball in the source cache, and in a cached Debian source package of the release."""
+    found = [(p, "the source cache") for p in _signatures_in(cache_dir, recipe)]
+    if recipe.debian is not None:
+        debian = debian_source_cache_dir()
+        name = recipe.debian.file + signatures.signature_suffix(recipe.version)
+        for path in sorted(debian.glob(f"{recipe.debian.package}_*/{name}")) if debian.is_dir() else ():
+            found.append((path, f"Debian source package {path.parent.name.replace('_', ' ', 1)}, "
+                                "verified against the archive's signed index"))
+    return found
+
+
+def check_signature(recipe: Recipe, tarball: Path, candidates: list[tuple[Path, str]], log) -> Path | None:
+    """Check tarball against the first signature at hand; log what was checked (or that none was at hand,
+    or why it could not be checked).  Returns the signature used, None if none was.  A signature that does
+    not verify raises signatures.SignatureError."""
+    if not candidates:
+        log(f"signature: none at hand for {recipe.filename} (looked for its "
+            f"{signatures.signature_suffix(recipe.version)} in the source cache and the Debian source package "
+            "cache); the sha256 pin is the only check")
+        return None
+    path, where = candidates[0]
+    try:
+        result = signatures.verify_release(recipe.version, tarball, path)
+    except signatures.SignatureError as exc:
+        raise signatures.SignatureError(
+            f"{exc}. The signature is from {where}; the tarball has the sha256 {recipe.path.name} pins, so "
+            f"either that pin or the signature is wrong: nothing was cached or built") from None
+    log(f"signature: {result} (from {where})")
+    return path
+
+
 def download_url(recipe: Recipe) -> str:
     mirror = os.environ.get(MIRROR_ENV)
     if mirror and recipe.url.startswith(PYTHON_ORG_FTP + "/"):
@@ -153,6 +217,13 @@ def _from_python_org(recipe: Recipe, tmp: Path, log) -> Path:
             shutil.copyfileobj(response, out, 1 << 20)
     except (urllib.error.URLError, OSError, TimeoutError) as exc:
         raise _NotHere(f"{url}: {getattr(exc, 'reason', exc)}") from None
+    # the release's signature, published next to it (checked by fetch_source)
+    suffix = signatures.signature_suffix(recipe.version)
+    try:
+        with urllib.request.urlopen(url + suffix, timeout=20) as response:
+            (tmp / (recipe.filename + suffix)).write_bytes(response.read())
+    except (urllib.error.URLError, OSError, TimeoutError) as exc:
+        log(f"python.org: no signature {recipe.filename + suffix} ({getattr(exc, 'reason', exc)})")
     return dest
 
 
@@ -267,4 +338,8 @@ def _from_debian(recipe: Recipe, tmp: Path, log) -> Path:
         raise _NotHere(f"{deb.package}/{deb.suite} no longer carries {deb.file} (got {found})")
     dest = tmp / recipe.filename
     os.replace(orig, dest)
+    # the upstream signature Debian carries (python3.13's .orig.tar.xz.asc), checked by fetch_source
+    suffix = signatures.signature_suffix(recipe.version)
+    if (apt / "dl" / (deb.file + suffix)).is_file():
+        os.replace(apt / "dl" / (deb.file + suffix), tmp / (recipe.filename + suffix))
     return dest

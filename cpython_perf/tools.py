@@ -69,9 +69,10 @@ def _crate_files() -> list[Path]:
                   if p.is_file() and "target" not in p.relative_to(FLAMEGRAPH_CRATE).parts)
 
 
-def tools_dockerfile(matrix: Matrix, archive_uri: str) -> str:
+def tools_dockerfile(matrix: Matrix, archive_uri: str, host: str | None = None) -> str:
+    """The tools image's Dockerfile on a host of that arch (default: this one): FROM the host's base."""
     pins = _pins(matrix)
-    return render.render_tools_dockerfile(render.host_base_image_tag(matrix.base_suite), matrix.base_suite,
+    return render.render_tools_dockerfile(render.host_base_image_tag(matrix.base_suite, host), matrix.base_suite,
                                           archive_uri, pins.suite, pins.samply, pins.inferno)
 
 

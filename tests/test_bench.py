@@ -1,4 +1,4 @@
-"""Unit tests of cpython_perf.bench and benchmarks/workloads.py (no Docker)."""
+"""Unit tests of cpython_perf.bench.common / wallclock / command and benchmarks/workloads.py (no Docker)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from cpython_perf import bench
+from cpython_perf.bench import command, wallclock
+from cpython_perf.bench import common as bench
 from cpython_perf.matrix import load_matrix
 
 MATRIX = load_matrix()
@@ -163,13 +164,13 @@ def test_verdict():
 
 
 def test_markdown_says_missed_where_a_target_is_missed():
-    text = bench.render_markdown(synthetic_results(), "results/bench/bench-20261122T080000Z.json")
-    assert text.startswith("# Benchmarks")
-    assert "`python -m cpython_perf.bench --markdown results/bench/bench-20261122T080000Z.json`" in text
+    text = wallclock.render_markdown(synthetic_results(), "results/bench/bench-20261122T080000Z.json")
+    assert "## The project's own workloads, wall clock" in text
+    assert "From results/bench/bench-20261122T080000Z.json" in text
     assert "| CPU | Test CPU (x86_64) |" in text and "| Docker engine | 26.1.5 |" in text
     assert "| 3.11-fp | 3.11.2 | backport | `cpython-perf:3.11-fp` |" in text
-    for title in ("## 3.11-fp: -X perf active vs inactive", "## 3.11-fp (patched) vs 3.11-fp-vanilla, inactive",
-                  "## 3.13-fp: -X perf active vs inactive", "## 3.13-fp vs 3.13-release (fp vs release), inactive"):
+    for title in ("### 3.11-fp: -X perf active vs inactive", "### 3.11-fp (patched) vs 3.11-fp-vanilla, inactive",
+                  "### 3.13-fp: -X perf active vs inactive", "### 3.13-fp vs 3.13-release (fp vs release), inactive"):
         assert title in text
     # calls: 3.11's -X perf 1.5 against 3.13's 1.2 -> 25% over; nbody 1.01 against 1.02 is fine
     assert "| calls | 200.0 ms | 300.0 ms | 1.500 | 0.0% / 0.0% | MISSED by 25.0% (1.500 > 1.200) |" in text
@@ -178,7 +179,38 @@ def test_markdown_says_missed_where_a_target_is_missed():
     assert "| calls | 194.0 ms | 200.0 ms | 1.031 | 0.0% / 0.0% | MISSED by 2.1% (1.031 > 1.010) |" in text
     # fp vs release: geometric mean of 1.0101 and 1.0050 is within 2%
     assert "| 3.13-fp vs 3.13-release (fp vs release), inactive | 1.008 |" in text
+    # identical samples on both sides: no verdict from them, and none for the geometric mean they enter
+    assert "| nbody | 300.0 ms | 300.0 ms | 1.000 | 0.0% / 0.0% | not significant here |" in text
+    assert "| **geometric mean** | | | **1.015** | | not significant here (1 of 2 workloads) |" in text
     assert "Scaled run" not in text
+
+
+def test_wall_clock_verdict_only_where_the_t_test_resolves_it():
+    """Spreads as this machine's (tens of percent) around a 27% difference of medians: no MISSED verdict."""
+    results = synthetic_results()
+    results["comparisons"] = [{"kind": "vanilla", "a": "3.11-fp-vanilla:inactive", "b": "3.11-fp:inactive"}]
+    results["timings"]["3.11-fp-vanilla:inactive"] = {"calls": [[0.10, 0.30], [0.16, 0.24]],
+                                                      "nbody": [[0.3, 0.3], [0.3, 0.3]]}
+    results["timings"]["3.11-fp:inactive"] = {"calls": [[0.12, 0.42], [0.22, 0.30]],
+                                              "nbody": [[0.3, 0.3], [0.3, 0.3]]}
+    text = wallclock.render_markdown(results)
+    assert "MISSED" not in text and "| calls | 200.0 ms | 260.0 ms | 1.300 |" in text
+    assert "not significant here" in text
+    assert bench.significant([1.0, 1.1, 0.9, 1.0], [2.0, 2.1, 1.9, 2.0])[0]
+    assert not bench.significant([0.10, 0.30, 0.16, 0.24], [0.12, 0.42, 0.22, 0.30])[0]
+    assert bench.timed_verdict(1.5, 1.01, [1.0, 1.0], [1.5, 1.5]).startswith("MISSED")
+    assert bench.timed_verdict(1.5, 1.01, [1.0], [1.5]) == "not significant here"
+
+
+def test_wall_clock_verdict_needs_a_distance_to_the_target_beyond_the_spread():
+    """The old report's "MISSED by 26.8%": 1.281 against 1.01 with a wider spread is not a verdict."""
+    results = synthetic_results()
+    results["comparisons"] = [{"kind": "vanilla", "a": "3.11-fp-vanilla:inactive", "b": "3.11-fp:inactive"}]
+    a = [0.20, 0.25, 0.30, 0.35, 0.40, 0.45, 0.50, 0.55]   # interquartile range ~45% of the median
+    results["timings"]["3.11-fp-vanilla:inactive"] = {"calls": [a], "nbody": [[0.3] * 8]}
+    results["timings"]["3.11-fp:inactive"] = {"calls": [[x * 1.281 for x in a]], "nbody": [[0.3] * 8]}
+    text = wallclock.render_markdown(results)
+    assert "MISSED" not in text and "| 1.281 |" in text
 
 
 def test_markdown_of_a_run_within_targets_has_no_missed():
@@ -186,21 +218,23 @@ def test_markdown_of_a_run_within_targets_has_no_missed():
     for runs in results["timings"].values():
         for name in runs:
             runs[name] = [[0.25, 0.25]]
-    assert "MISSED by" not in bench.render_markdown(results)
+    assert "MISSED by" not in wallclock.render_markdown(results)
 
 
-def test_markdown_cli_rewrites_the_summary(tmp_path, capsys):
-    source = tmp_path / "bench-x.json"
+def test_summary_cli_rewrites_the_summary(tmp_path, capsys):
+    source = tmp_path / "bench-20261122T080000Z.json"
     source.write_text(json.dumps(synthetic_results()))
     summary = tmp_path / "BENCHMARKS.md"
-    assert bench.main(["--markdown", str(source), "--summary", str(summary)]) == 0
-    assert "MISSED by" in summary.read_text()
-    assert bench.main(["--markdown", str(tmp_path / "missing.json"), "--summary", str(summary)]) == 2
+    assert command.main(["summary", "--results", str(tmp_path), "--summary", str(summary)]) == 0
+    text = summary.read_text()
+    assert text.startswith("# Benchmarks") and "do not edit by hand" in text and "MISSED by" in text
+    (tmp_path / "bench-20261123T080000Z.json").write_text("{not json")
+    assert command.main(["summary", "--results", str(tmp_path), "--summary", str(summary)]) == 2
     assert capsys.readouterr().err.startswith("error: ")
 
 
 def test_unknown_cell_is_a_clear_error(capsys):
-    assert bench.main(["--cell", "3.13-nope"]) == 2
+    assert command.main(["--cell", "3.13-nope"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: unknown cell '3.13-nope'") and "Traceback" not in err
 
@@ -227,7 +261,7 @@ def test_workloads_run_under_the_host_python():
 
 
 def test_ratio_chart_marks_half_percents_and_cuts_long_bars():
-    from cpython_perf.bench import CHART_WIDTH, ratio_chart
+    from cpython_perf.bench.common import CHART_WIDTH, ratio_chart
     lines = ratio_chart([{"title": "a", "geomean": 1.025}, {"title": "b", "geomean": 0.99},
                          {"title": "c", "geomean": 2.0}])
     assert lines[0] == "```" and lines[-1] == "```"
@@ -237,9 +271,9 @@ def test_ratio_chart_marks_half_percents_and_cuts_long_bars():
 
 
 def test_group_results_elsewhere_leave_the_project_summary_alone(tmp_path, monkeypatch):
-    from cpython_perf import bench
+    from cpython_perf.bench import summary
     written = []
-    monkeypatch.setattr(bench, "refresh_summary", lambda *a, **k: written.append(a))
-    path = bench.save_group_results({"created": "2026-11-22T18:09:46Z"}, "fidelity", tmp_path)
+    monkeypatch.setattr(summary, "refresh_summary", lambda *a, **k: written.append(a))
+    path, refreshed = command.save_group_results({"created": "2026-11-22T18:09:46Z"}, "fidelity", tmp_path)
     assert path == tmp_path / "fidelity-20261122T180946Z.json" and path.is_file()
-    assert written == []
+    assert written == [] and not refreshed

@@ -6,7 +6,7 @@ import pytest
 
 from cpython_perf import build, images, render
 from cpython_perf.errors import MatrixError
-from cpython_perf.matrix import ARCH_FACTS, HOST_ARCH, load_matrix
+from cpython_perf.matrix import ARCH_FACTS, HOST_ARCH, load_matrix, runs_natively
 
 from .conftest import edit
 
@@ -15,9 +15,12 @@ I386_CELLS = ("3.9-release-i386", "3.11-release-i386", "3.13-release-i386")
 
 def test_arch_facts_say_how_the_host_runs_each_arch():
     x86, arm, i386 = ARCH_FACTS["x86_64"], ARCH_FACTS["aarch64"], ARCH_FACTS["i386"]
-    assert x86.native and x86.trampoline and x86.machine == "x86_64" and x86.platform_triplet == "x86_64-linux-gnu"
-    assert not arm.native and arm.trampoline and arm.qemu_user
-    assert i386.native and not i386.trampoline and not i386.qemu_user and not i386.qemu_system
+    assert x86.trampoline and x86.machine == "x86_64" and x86.platform_triplet == "x86_64-linux-gnu"
+    assert arm.trampoline and arm.qemu_user
+    assert not i386.trampoline and not i386.qemu_user and not i386.qemu_system
+    # on the reference x86_64 host: x86_64 and i386 natively, aarch64 under qemu
+    assert runs_natively("x86_64", "x86_64") and runs_natively("i386", "x86_64")
+    assert not runs_natively("aarch64", "x86_64")
     assert (i386.debian, i386.triplet) == ("i386", "i686-linux-gnu")
     # uname -m under setarch i686, and CPython's own name for the platform
     assert i386.machine == "i686" and i386.platform_triplet == "i386-linux-gnu" and i386.pointer_bits == 32
@@ -97,9 +100,10 @@ def test_i386_base_is_the_host_list_without_perf():
 
 def test_each_cell_is_built_on_its_arch_base():
     assert render.build_base_image_tag("trixie", HOST_ARCH) == render.host_base_image_tag("trixie")
-    # a cross build runs on the host's base; i386 is built inside its own
-    assert render.build_base_image_tag("trixie", "aarch64") == render.host_base_image_tag("trixie")
-    assert render.build_base_image_tag("trixie", "i386") == render.arch_base_image_tag("trixie", "i386")
+    # on an x86_64 host a cross build runs on the host's base; i386 is built inside its own
+    x86 = "x86_64"
+    assert render.build_base_image_tag("trixie", "aarch64", x86) == render.host_base_image_tag("trixie", x86)
+    assert render.build_base_image_tag("trixie", "i386", x86) == render.arch_base_image_tag("trixie", "i386", x86)
 
 
 def test_i386_dockerfile_builds_natively_under_setarch():

@@ -226,8 +226,38 @@ def test_what_buildbot_loads_is_the_plan(buildbot_venv, tmp_path, full_plan):
     assert schedulers[bbc.REPORT_TRIGGER]["class"] == "Triggerable"
     for cell in jobs:
         assert schedulers[bbc.cell_scheduler(cell)]["builderNames"] == [cell]
+    assert bbc.ON_PUSH not in schedulers and loaded["change_sources"] == []   # a path source: nothing to poll
     trigger_cells, trigger_report = builders[bbc.MATRIX_BUILDER]["steps"]
     assert trigger_cells["class"] == "SelectionTrigger" and trigger_report["schedulerNames"] == [bbc.REPORT_TRIGGER]
     assert trigger_report["alwaysRun"] is True
     report_steps = [s["class"] for s in builders[bbc.REPORT_BUILDER]["steps"]]
     assert report_steps.index("FileDownload") < report_steps.index("DirectoryUpload")
+
+
+def test_a_polled_git_source_runs_the_matrix_on_each_commit(buildbot_venv, tmp_path):
+    import os
+    data = {**settings_data(), "source": {"git": "https://example.invalid/cpython-perf.git", "branch": "main",
+                                          "poll": 300}}
+    master = make_master(buildbot_venv, tmp_path / "master", data)
+    proc = buildbot(buildbot_venv, "checkconfig", master)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = subprocess.run([buildbot_venv / "bin" / "python", "-m", "cpython_perf.ci.buildbot_config", "describe",
+                           master], capture_output=True, text=True, cwd=PROJECT_ROOT, env={**os.environ, **ENV},
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    loaded = json.loads(proc.stdout)
+    assert loaded["change_sources"] == [{"class": "GitPoller", "repourl": "https://example.invalid/cpython-perf.git",
+                                         "branches": ["main"], "pollInterval": 300}]
+    on_push = {s["name"]: s for s in loaded["schedulers"]}[bbc.ON_PUSH]
+    assert on_push["class"] == "SingleBranchScheduler" and on_push["builderNames"] == [bbc.MATRIX_BUILDER]
+
+
+@pytest.mark.parametrize("source, problem", [
+    ({"git": "u", "poll": 5}, "at least 60"),
+    ({"git": "u", "poll": "often"}, "not 'often'"),
+    ({"path": "/x", "poll": 300}, "source is {path: DIR} or {git: URL"),
+    ({"git": "u", "bogus": 1}, "source is {path: DIR} or {git: URL"),
+])
+def test_source_settings_are_checked(source, problem):
+    with pytest.raises(bbc.BuildbotConfigError, match=re.escape(problem)):
+        bbc.parse_settings({**settings_data(), "source": source}, "test-settings", ENV)

@@ -10,7 +10,7 @@ import sys
 import pytest
 import yaml
 
-from cpython_perf import cli, images, sources, tools
+from cpython_perf import cli, images, render, sources, tools
 from cpython_perf.ci import plan as ci_plan
 from cpython_perf.ci.plan import PlanError, build_plan
 from cpython_perf.matrix import ARCH_FACTS, PROJECT_ROOT, load_matrix
@@ -136,13 +136,21 @@ def test_runners(aarch64):
     assert aarch64_jobs and all(job["runner"] == (ci_plan.ARM_RUNNER if aarch64 == "native" else ci_plan.X86_RUNNER)
                                 for job in aarch64_jobs)
     assert {job["runner"] for job in plan["cells"] if job["arch"] != "aarch64"} == {ci_plan.X86_RUNNER}
-    assert {job["runner"] for job in plan["images"]} == {ci_plan.BUILD_RUNNER}
+    # images are built where their cells run: aarch64's on the arm64 runner when placed natively (no
+    # cross build), everything else on x86_64
+    for job in plan["images"]:
+        assert job["runner"] == ci_plan.NATIVE_RUNNER[job["host"]], job
+        if job["arch"] == "aarch64" and aarch64 == "native":
+            assert job["host"] == "aarch64" and job["group"] != "cross_images" and not job["qemu_user"], job
+        elif job["kind"] != "tools":
+            assert job["host"] == "x86_64", job
 
 
 def test_images_each_once_and_in_build_order(full_plan):
     by_name = {job["name"]: job for job in full_plan["images"]}
     by_artifact = {job["artifact"]: job for job in full_plan["images"]}
-    assert {f"cell-{name}" for name in MATRIX.cells} | {"tools"} | {f"base-{a}" for a in MATRIX.arches} == set(by_name)
+    tools_images = {ci_plan.tools_name(ci_plan.build_host(a, full_plan["aarch64"])) for a in MATRIX.arches}
+    assert {f"cell-{name}" for name in MATRIX.cells} | tools_images | {f"base-{a}" for a in MATRIX.arches} == set(by_name)
     order = {job["name"]: i for i, job in enumerate(full_plan["images"])}
     for job in full_plan["images"]:
         for need in job["needs"]:
@@ -150,9 +158,16 @@ def test_images_each_once_and_in_build_order(full_plan):
             assert ci_plan.GROUPS.index(by_artifact[need]["group"]) < ci_plan.GROUPS.index(job["group"]), job
         assert job["artifact"] == f"image-{job['name']}-{job['digest'][:16]}"
         assert job["needs_pattern"] == ci_plan.pattern(job["needs"])
-    cross = by_name["cell-3.13-fp-aarch64"]
-    assert cross["group"] == "cross_images" and cross["qemu_user"]
-    assert {by_artifact[a]["name"] for a in cross["needs"]} == {"base-x86_64", "base-aarch64", "cell-3.13-fp"}
+    native = by_name["cell-3.13-fp-aarch64"]   # on GitHub's arm64 runner: built there, no cross build
+    assert native["group"] == "images" and not native["qemu_user"] and native["runner"] == ci_plan.ARM_RUNNER
+    assert {by_artifact[a]["name"] for a in native["needs"]} == {"base-aarch64"}
+    assert by_artifact[native["needs"][0]]["tag"] == render.host_base_image_tag(MATRIX.base_suite, "aarch64")
+    emulated = {job["name"]: job for job in build_plan(MATRIX, "push", aarch64="qemu")["images"]}
+    cross = emulated["cell-3.13-fp-aarch64"]
+    assert cross["group"] == "cross_images" and cross["qemu_user"] and cross["runner"] == ci_plan.X86_RUNNER
+    assert {by_artifact.get(a, {}).get("name") or next(j["name"] for j in emulated.values() if j["artifact"] == a)
+            for a in cross["needs"]} == {"base-x86_64", "base-aarch64", "cell-3.13-fp"}
+    assert cross["digest"] != native["digest"]   # cross-compiled and native builds are different images
     assert by_name["cell-3.13-release-i386"]["needs"] == [by_name["base-i386"]["artifact"]]
     for job in full_plan["cells"]:
         assert set(job["images"]) <= set(by_artifact)
@@ -186,9 +201,14 @@ def test_cell_digest_is_the_drivers(monkeypatch, tmp_path):
         return tmp_path / recipe.filename
 
     monkeypatch.setattr(sources, "fetch_source", fake_fetch)
-    for name in ("3.13-fp", "3.11-fp-vanilla", "3.13-release-i386", "3.13-fp-aarch64"):
+    emulated = {job["name"]: job for job in build_plan(MATRIX, "push", aarch64="qemu")["images"]}
+    for name, host, plan_images in (("3.13-fp", "x86_64", by_name), ("3.11-fp-vanilla", "x86_64", by_name),
+                                    ("3.13-release-i386", "x86_64", by_name),
+                                    ("3.13-fp-aarch64", "x86_64", emulated),    # cross-compiled, qemu
+                                    ("3.13-fp-aarch64", "aarch64", by_name)):   # on an arm64 runner
+        monkeypatch.setattr(images, "HOST_ARCH", host)   # the driver as it runs on that runner
         inputs = images.cell_inputs(MATRIX.cell(name), MATRIX.base_suite, matrix=MATRIX, log=lambda *_: None)
-        assert by_name[f"cell-{name}"]["digest"] == inputs.digest, name
+        assert plan_images[f"cell-{name}"]["digest"] == inputs.digest, (name, host)
     assert fetched   # the driver's path did fetch; the plan's did not
 
 

@@ -246,7 +246,8 @@ def test_docker_run_command():
                                        env={"A": "b c"}, workdir="/w/src", name="n", network=False,
                                        cap_add=["PERFMON"], user="65534:65534")
     assert cmd == ["docker", "run", "--rm", "--name", "n", "--user", "65534:65534", "-v", "/h:/w", "-e", "A=b c", "-w", "/w/src",
-                   "--cap-add", "PERFMON", "--network", "none", "img", "dpkg-buildpackage", "-b"]
+                   "--cap-add", "PERFMON", "--cap-add", "IPC_LOCK", "--network", "none", "img", "dpkg-buildpackage", "-b"]
+    assert "IPC_LOCK" not in deb_build.docker_run_command("img", ["true"])   # only beside a perf capability
 
 
 LINTIAN_BUILT = """\

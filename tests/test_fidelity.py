@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from cpython_perf import fidelity, instructions
+from cpython_perf.bench import fidelity, instructions
 from cpython_perf.errors import DriverError
 
 
@@ -79,7 +79,7 @@ def test_fidelity_markdown_names_misses(tmp_path):
 
 
 def test_host_build_lists_the_modules_make_could_not_build():
-    from cpython_perf import build_cost
+    from cpython_perf.bench import build_cost
 
     output = ("building extensions\n\nThe necessary bits to build these optional modules were not found:\n"
               "_bz2                  _dbm                  _tkinter\n_uuid\nTo find the necessary bits, look in setup.py"

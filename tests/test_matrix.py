@@ -106,8 +106,8 @@ def test_bad_recipe_hash(project_copy):
 
 def test_recipe_for_the_wrong_version(project_copy):
     recipe = project_copy / "recipes" / "3.12.yaml"
-    edit(recipe, "version: 3.12.14", "version: 3.11.14")
-    with pytest.raises(MatrixError, match="pins 3.11.14 but matrix.yaml uses it for 3.12"):
+    edit(recipe, "version: 3.12.15", "version: 3.11.15")
+    with pytest.raises(MatrixError, match="pins 3.11.15 but matrix.yaml uses it for 3.12"):
         load_matrix(project_copy / "matrix.yaml")
 
 

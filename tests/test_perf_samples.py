@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from cpython_perf import fidelity
+from cpython_perf.bench import fidelity
 from cpython_perf.matrix import PERF_MODES
 from cpython_perf.perf_samples import (
     PerfScriptError,

@@ -27,29 +27,29 @@ def recipe_for(payload: bytes, **changes):
 def loopback_python_org(tmp_path, monkeypatch):
     """A real HTTP server on 127.0.0.1 laid out like python.org/ftp/python."""
     root = tmp_path / "www"
-    (root / "3.12.14").mkdir(parents=True)
+    (root / "3.12.15").mkdir(parents=True)
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
     handler.log_message = lambda *a: None
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     monkeypatch.setenv(sources.MIRROR_ENV, f"http://127.0.0.1:{server.server_port}")
-    yield root / "3.12.14"
+    yield root / "3.12.15"
     server.shutdown()
 
 
 def test_download_is_verified_and_cached(tmp_path, loopback_python_org):
-    (loopback_python_org / "Python-3.12.14.tar.xz").write_bytes(PAYLOAD)
+    (loopback_python_org / "Python-3.12.15.tar.xz").write_bytes(PAYLOAD)
     cache = tmp_path / "cache"
     path = sources.fetch_source(recipe_for(PAYLOAD), cache, log=lambda *_: None)
-    assert path == cache / "Python-3.12.14.tar.xz"
+    assert path == cache / "Python-3.12.15.tar.xz"
     assert path.read_bytes() == PAYLOAD
     # second time: from the cache, even with the server's file gone
-    (loopback_python_org / "Python-3.12.14.tar.xz").unlink()
+    (loopback_python_org / "Python-3.12.15.tar.xz").unlink()
     assert sources.fetch_source(recipe_for(PAYLOAD), cache, log=lambda *_: None) == path
 
 
 def test_download_with_wrong_hash_leaves_nothing(tmp_path, loopback_python_org):
-    (loopback_python_org / "Python-3.12.14.tar.xz").write_bytes(b"tampered" + PAYLOAD)
+    (loopback_python_org / "Python-3.12.15.tar.xz").write_bytes(b"tampered" + PAYLOAD)
     cache = tmp_path / "cache"
     recipe = recipe_for(PAYLOAD)
     with pytest.raises(HashMismatch) as info:
@@ -63,7 +63,7 @@ def test_download_with_wrong_hash_leaves_nothing(tmp_path, loopback_python_org):
 # --------------------------------------------------------------------------
 # Falling through: cache -> python.org -> Debian, with the remote fetchers faked (no network)
 
-TARBALL = "Python-3.12.14.tar.xz"
+TARBALL = "Python-3.12.15.tar.xz"
 CORRUPT = b"corrupt"
 
 
@@ -158,7 +158,7 @@ def test_no_source_with_the_pinned_bytes_is_a_clear_error_and_leaves_the_cache_e
     message = str(info.value)
     assert remotes.calls == ["python.org", "Debian"]
     assert remotes.cache_listing() == [], "something was left in the cache"
-    assert message.startswith(f"no source has the pinned bytes of CPython 3.12.14 ({TARBALL}, sha256 {sha(PAYLOAD)})")
+    assert message.startswith(f"no source has the pinned bytes of CPython 3.12.15 ({TARBALL}, sha256 {sha(PAYLOAD)})")
     # every source tried, in order, with what it gave
     lines = [line for line in message.splitlines() if line.startswith("  - ")]
     assert [line.split(":")[0] for line in lines] == ["  - source cache", "  - python.org", "  - Debian"]
@@ -187,10 +187,10 @@ def test_unreachable_source_says_how_to_provide_it(tmp_path, monkeypatch):
     with pytest.raises(SourceUnavailable) as info:
         sources.fetch_source(recipe, cache, log=lambda *_: None)
     message = str(info.value)
-    assert "CPython 3.12.14" in message and "not reachable" in message
+    assert "CPython 3.12.15" in message and "not reachable" in message
     assert str(cache) in message and sources.CACHE_ENV in message
     assert recipe.sha256 in message
-    assert "no Debian source package mirrors 3.12.14" in message
+    assert "no Debian source package mirrors 3.12.15" in message
     assert list(cache.iterdir()) == []
 
 

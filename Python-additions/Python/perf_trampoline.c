@@ -294,6 +294,9 @@ static struct {
     long output_pid[N_OUTPUTS];           // process that output belongs to
     int persist_after_fork;
     int arena_failure_reported;
+    // PEP 523 evaluator installed when the trampoline was activated: the
+    // trampolines call it, deactivation puts it back (gh-137291); NULL: none
+    _PyFrameEvalFunction prev_eval;
 } perf = {
     .status = PERF_STATUS_NO_INIT,
     .extra_code_index = -1,
@@ -302,6 +305,21 @@ static struct {
 
 static PyObject *py_trampoline_evaluator(PyThreadState *, _PyPerf_Frame *,
                                          int);
+
+/* Take the trampoline's evaluator out of interp: put back the one it
+   replaced (the default evaluator if none). */
+static void
+remove_trampoline_evaluator(PyInterpreterState *interp)
+{
+    if (_PyInterpreterState_GetEvalFrameFunc(interp)
+        == py_trampoline_evaluator)
+    {
+        _PyInterpreterState_SetEvalFrameFunc(
+            interp, perf.prev_eval != NULL ? perf.prev_eval
+                                           : _PyEval_EvalFrameDefault);
+    }
+    perf.prev_eval = NULL;
+}
 
 /* Set an OSError (PermissionError for EACCES, ...) naming what failed. */
 void
@@ -491,12 +509,7 @@ trampoline_failed_while_running(void)
     }
     PyErr_Clear();
     perf.status = PERF_STATUS_FAILED;
-    PyInterpreterState *interp = _PyInterpreterState_GET();
-    if (_PyInterpreterState_GetEvalFrameFunc(interp)
-        == py_trampoline_evaluator)
-    {
-        _PyInterpreterState_SetEvalFrameFunc(interp, _PyEval_EvalFrameDefault);
-    }
+    remove_trampoline_evaluator(_PyInterpreterState_GET());
 }
 
 /* Slow path of get_trampoline(): give co an entry, a trampoline with room
@@ -560,13 +573,15 @@ get_trampoline(PyCodeObject *co)
 static PyObject *
 py_trampoline_evaluator(PyThreadState *ts, _PyPerf_Frame *frame, int throwflag)
 {
+    _PyFrameEvalFunction next = perf.prev_eval != NULL
+                                ? perf.prev_eval : _PyEval_EvalFrameDefault;
     if (perf.status == PERF_STATUS_OK) {
         py_trampoline f = get_trampoline(_PyPerf_FRAME_CODE(frame));
         if (f != NULL) {
-            return f(ts, frame, throwflag, _PyEval_EvalFrameDefault);
+            return f(ts, frame, throwflag, next);
         }
     }
-    return _PyEval_EvalFrameDefault(ts, frame, throwflag);
+    return next(ts, frame, throwflag);
 }
 
 /* Called by a backend's init_state: reserve `padding` bytes after each
@@ -693,14 +708,10 @@ _PyPerfTrampoline_Init(int activate)
 {
 #ifdef PY_HAVE_PERF_TRAMPOLINE
     PyInterpreterState *interp = _PyInterpreterState_GET();
-    if (has_foreign_hook(interp)) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "Trampoline cannot be initialized as a custom eval "
-                        "frame is already present");
-        return -1;
-    }
     if (!activate) {
-        _PyInterpreterState_SetEvalFrameFunc(interp, _PyEval_EvalFrameDefault);
+        // A PEP 523 evaluator installed over the trampoline, or one the
+        // trampoline ran, stays.
+        remove_trampoline_evaluator(interp);
         perf.status = PERF_STATUS_NO_INIT;
         return 0;
     }
@@ -734,6 +745,9 @@ _PyPerfTrampoline_Init(int activate)
     perf.status = PERF_STATUS_OK;
     perf.arena_failure_reported = 0;
     if (!is_ours(interp)) {
+        // Run under a PEP 523 evaluator already present (gh-137291).
+        perf.prev_eval = has_foreign_hook(interp)
+                         ? _PyInterpreterState_GetEvalFrameFunc(interp) : NULL;
         _PyInterpreterState_SetEvalFrameFunc(interp, py_trampoline_evaluator);
         _PyPerf_AFTER_HOOK_INSTALLED();
     }
@@ -745,10 +759,7 @@ int
 _PyPerfTrampoline_Fini(void)
 {
 #ifdef PY_HAVE_PERF_TRAMPOLINE
-    PyInterpreterState *interp = _PyInterpreterState_GET();
-    if (is_ours(interp)) {
-        _PyInterpreterState_SetEvalFrameFunc(interp, _PyEval_EvalFrameDefault);
-    }
+    remove_trampoline_evaluator(_PyInterpreterState_GET());
     perf.status = PERF_STATUS_NO_INIT;
     stop_backend();
     _PyPerfJit_CloseDump();
@@ -823,8 +834,7 @@ _PyPerfTrampoline_AfterFork_Child(void)
         perf.requested = perf.api;
         if (_PyPerfTrampoline_Init(1) < 0) {
             PyErr_Clear();
-            _PyInterpreterState_SetEvalFrameFunc(_PyInterpreterState_GET(),
-                                                 _PyEval_EvalFrameDefault);
+            remove_trampoline_evaluator(_PyInterpreterState_GET());
             perf.status = PERF_STATUS_FAILED;
         }
         PyErr_Restore(et, ev, tb);

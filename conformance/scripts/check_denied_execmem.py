@@ -38,6 +38,8 @@ import subprocess
 import sys
 import tempfile
 
+from childcheck import offers_perf_jit
+
 CANNOT_CHECK = 2
 
 SHIM = r'''
@@ -133,18 +135,6 @@ print("active", sys.is_stack_trampoline_active())
 print("pid", os.getpid())
 '''
 EXPECTED_TOTAL = sum(i * i for i in range(1000))
-
-
-def offers_perf_jit():
-    """Whether this interpreter has the perf_jit backend (checked without the shim)."""
-    proc = subprocess.run([sys.executable, "-c",
-                           "import os, sys\ntry:\n sys.activate_stack_trampoline('perf_jit')\n"
-                           "except ValueError:\n print('no', os.getpid())\nelse:\n print('yes', os.getpid())"],
-                          capture_output=True, text=True, timeout=120)
-    answer, _, pid = proc.stdout.strip().partition(" ")
-    if pid:
-        cleanup(pid)
-    return answer == "yes"
 
 
 def cleanup(pid):

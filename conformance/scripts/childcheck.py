@@ -5,8 +5,11 @@ check, leaves it alone; it is copied into /src next to the check scripts, so a
 check run as `python3 /src/check_x.py` imports it with `import childcheck`.
 """
 import json
+import os
 import signal
 import struct
+import subprocess
+import sys
 
 JITDUMP_MAGIC = 0x4A695444
 JITDUMP_HEADER_SIZE = 40
@@ -84,3 +87,21 @@ def jitdump_code_loads(dump):
         count += 1
         off += size
     return names, count, problems[0] if problems else None
+
+
+def remove_perf_files(pid):
+    """Delete the perf map and jitdump a finished child interpreter of that pid left in /tmp."""
+    for path in (f"/tmp/perf-{pid}.map", f"/tmp/jit-{pid}.dump"):
+        if pid and os.path.exists(path):
+            os.unlink(path)
+
+
+def offers_perf_jit(env=None):
+    """Whether this interpreter has the perf_jit backend: a child activates it (and leaves no files behind)."""
+    proc = subprocess.run([sys.executable, "-c",
+                           "import os, sys\ntry:\n sys.activate_stack_trampoline('perf_jit')\n"
+                           "except ValueError:\n print('no', os.getpid())\nelse:\n print('yes', os.getpid())"],
+                          capture_output=True, text=True, timeout=120, env=env)
+    answer, _, pid = proc.stdout.strip().partition(" ")
+    remove_perf_files(pid)
+    return answer == "yes"

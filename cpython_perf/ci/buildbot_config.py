@@ -28,7 +28,9 @@ What the master gets:
               labels, selectors), waits, then triggers `report` whatever the cells gave.
   schedulers  a Triggerable per cell builder and one for `report`; ForceSchedulers: `force-matrix` (event,
               labels, select, pytest_args) and `force` (any builder).  A nightly run of the whole matrix
-              if settings say `nightly: {hour: H, minute: M}`.
+              if settings say `nightly: {hour: H, minute: M}`; with a git source and `poll: SECONDS`, a
+              GitPoller watches the branch and `on-push` runs the whole matrix after each new commit
+              (the plan's `push` event, as a push to main does on GitHub).
 
 The description (builder_specs) is plain data, checked by the unit tests without buildbot installed;
 buildmaster_config() turns it into buildbot objects and needs buildbot (pinned in buildbot/requirements.txt).
@@ -44,7 +46,7 @@ from pathlib import Path
 import yaml
 
 from ..errors import DriverError
-from ..matrix import HOST_ARCH, KNOWN_ARCHES, PROJECT_ROOT, Matrix, load_matrix
+from ..matrix import DEFAULT_ARCH, KNOWN_ARCHES, PROJECT_ROOT, Matrix, load_matrix
 from . import plan as ci_plan
 
 BUILDBOT_DIR = PROJECT_ROOT / "buildbot"
@@ -55,6 +57,7 @@ MATRIX_BUILDER = "matrix"
 REPORT_BUILDER = "report"
 FORCE_MATRIX = "force-matrix"
 FORCE = "force"
+ON_PUSH = "on-push"          # a commit on the polled branch (settings source: {git, branch, poll})
 REPORT_TRIGGER = "report"
 SMOKE_TAG = "smoke"
 # the plan's selection for a forced `matrix` build: a pull request's (smoke cells, plus its labels)
@@ -156,9 +159,14 @@ def parse_settings(data: dict, where: str = "settings", environ=None) -> Setting
     settings = Settings(workers=workers, **{k: v for k, v in data.items() if k != "workers"})
     if settings.aarch64 not in ci_plan.AARCH64_PLACEMENTS:
         raise BuildbotConfigError(f"{where}: aarch64 must be one of {', '.join(ci_plan.AARCH64_PLACEMENTS)}")
-    if not (isinstance(settings.source, dict) and len(settings.source) in (1, 2)
-            and ("path" in settings.source or "git" in settings.source)):
-        raise BuildbotConfigError(f"{where}: source is {{path: DIR}} or {{git: URL, branch: BRANCH}}")
+    source = settings.source
+    if not (isinstance(source, dict) and (set(source) == {"path"}
+                                           or ("git" in source and set(source) <= {"git", "branch", "poll"}))):
+        raise BuildbotConfigError(f"{where}: source is {{path: DIR}} or {{git: URL, branch: BRANCH, poll: SECONDS}}")
+    poll = source.get("poll")
+    if poll is not None and not (isinstance(poll, int) and not isinstance(poll, bool) and poll >= 60):
+        raise BuildbotConfigError(f"{where}: source poll is how often (seconds, at least 60) the master asks the "
+                                  f"git repository for new commits on its branch, not {poll!r}")
     if isinstance(settings.nox, str):
         settings.nox = shlex.split(settings.nox)
     return settings
@@ -272,9 +280,9 @@ def cell_builder(matrix: Matrix, job: dict, settings: Settings, basedir) -> Buil
 
 def report_builder(settings: Settings, basedir) -> BuilderSpec:
     results, reports = master_dirs(settings, basedir)
-    workers = [w.name for w in settings.workers if w.arch == HOST_ARCH]
+    workers = [w.name for w in settings.workers if w.arch == DEFAULT_ARCH]
     if not workers:
-        raise BuildbotConfigError(f"{settings.path or 'settings'}: the report builder needs an {HOST_ARCH} worker "
+        raise BuildbotConfigError(f"{settings.path or 'settings'}: the report builder needs an {DEFAULT_ARCH} worker "
                                   "(the flame-graph renderer is the x86_64 tools image); none is declared")
     tarball = f"{reports}/inputs-%(prop:buildnumber)s.tar"
     steps = [
@@ -335,7 +343,7 @@ def _collect_uploads(results: str, tarball: str, cells: list[str]) -> list[str]:
 
 def buildmaster_config(basedir: Path | str, settings: Settings | None = None, matrix: Matrix | None = None) -> dict:
     """The BuildmasterConfig dictionary (buildbot/master.cfg)."""
-    from buildbot.plugins import schedulers, steps, util, worker
+    from buildbot.plugins import changes, schedulers, steps, util, worker
 
     matrix = matrix or load_matrix()
     settings = settings or load_settings(basedir=basedir)
@@ -445,6 +453,16 @@ def buildmaster_config(basedir: Path | str, settings: Settings | None = None, ma
                                          default="", size=60),
                     util.StringParameter(name="cells", label="cells (report builder; empty: every upload)",
                                          default="", size=60)]))
+    change_source = []
+    if settings.source.get("poll"):
+        # a commit on the branch runs the whole matrix, as a push to main does on GitHub (the plan's `push`)
+        branch = settings.source.get("branch", "main")
+        change_source.append(changes.GitPoller(repourl=settings.source["git"], branches=[branch],
+                                               pollInterval=settings.source["poll"], pollAtLaunch=True,
+                                               workdir="gitpoller-work"))
+        scheds.append(schedulers.SingleBranchScheduler(
+            name=ON_PUSH, builderNames=[MATRIX_BUILDER], change_filter=util.ChangeFilter(branch=branch),
+            treeStableTimer=300, properties={"event": "push"}))
     if settings.nightly:
         scheds.append(schedulers.Nightly(name="nightly", builderNames=[MATRIX_BUILDER],
                                          hour=int(settings.nightly.get("hour", 3)),
@@ -458,6 +476,7 @@ def buildmaster_config(basedir: Path | str, settings: Settings | None = None, ma
         "protocols": {"pb": {"port": settings.worker_port}},
         "builders": builders,
         "schedulers": scheds,
+        "change_source": change_source,
         "db": {"db_url": settings.db_url},
         "buildbotNetUsageData": None,
     }
@@ -511,6 +530,13 @@ def describe(basedir: str, properties: dict | None = None) -> dict:
         "builders": builders,
         "schedulers": [{"name": s.name, "class": type(s).__name__, "builderNames": list(s.builderNames)}
                        for s in config.schedulers.values()],
+        # a BuildbotService keeps its constructor's arguments until the master starts it (GitPoller passes
+        # its repourl on positionally)
+        "change_sources": [{"class": type(c).__name__,
+                            **{k: {**dict(zip(["repourl"], getattr(c, "_config_args", ()))),
+                                   **getattr(c, "_config_kwargs", {})}.get(k)
+                               for k in ("repourl", "branches", "pollInterval")}}
+                           for c in config.change_sources],
         "protocols": {k: {kk: str(vv) for kk, vv in v.items()} for k, v in config.protocols.items()},
     }
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from .. import images, render, sources, tools
 from ..errors import DriverError, UnknownCell
-from ..matrix import HOST_ARCH, Cell, Matrix
+from ..matrix import DEFAULT_ARCH, Cell, Matrix
 
 EVENTS = ("pull_request", "push", "schedule", "workflow_dispatch")
 
@@ -43,11 +43,10 @@ ARM_RUNNER = "ubuntu-24.04-arm"
 # kernel runs i386 code itself)
 RUNNERS = {X86_RUNNER: ("x86_64", ("x86_64", "i386")), ARM_RUNNER: ("aarch64", ("aarch64",))}
 NATIVE_RUNNER = {"x86_64": X86_RUNNER, "i386": X86_RUNNER, "aarch64": ARM_RUNNER}
-# Where aarch64 cells run: on GitHub's arm64 runners, or emulated on an x86_64 runner (qemu-user for the
-# image's programs), for machines or accounts without arm64 runners.
+# Where aarch64 cells run: on GitHub's arm64 runners (built there natively, recorded with perf in Docker on
+# real arm64 hardware: the driver sees an aarch64 host), or emulated on an x86_64 runner (cross-compiled
+# there, qemu-user for the image's programs, perf in a qemu-system guest), for accounts without arm64 runners.
 AARCH64_PLACEMENTS = ("native", "qemu")
-# Images are built where the driver builds them: on an x86_64 host (aarch64 cells are cross-compiled there).
-BUILD_RUNNER = X86_RUNNER
 # The workflow passes the repository variable of that name as $CPYTHON_PERF_DEBIAN_ARCHIVE to the plan and
 # to the image jobs alike, so they agree on the tools image's digest.
 WORKFLOW_ARCHIVE_VALUE = "${{ vars.CPYTHON_PERF_DEBIAN_ARCHIVE }}"
@@ -144,9 +143,20 @@ def select_cells(matrix: Matrix, event: str, labels=(), select=()) -> Selection:
 # images
 
 
+def build_host(arch: str, aarch64: str) -> str:
+    """The arch of the machine that builds and runs the images of arch's cells: an arm64 runner for aarch64
+    placed natively, else an x86_64 one (which runs i386 itself and cross-compiles aarch64)."""
+    return "aarch64" if arch == "aarch64" and aarch64 == "native" else DEFAULT_ARCH
+
+
+def tools_name(host: str) -> str:
+    """The tools image of a host: `tools` on x86_64, `tools-<arch>` on another (its samply runs there)."""
+    return "tools" if host == DEFAULT_ARCH else f"tools-{host}"
+
+
 @dataclass
 class Image:
-    name: str            # base-<arch>, tools, cell-<cell>
+    name: str            # base-<arch>, tools[-<arch>], cell-<cell>
     kind: str            # base | tools | cell
     arch: str            # the arch of the image's programs
     group: str           # bases | images | cross_images: the workflow job that builds it
@@ -156,6 +166,7 @@ class Image:
     build_arg: str       # base: its arch; cell: the cell; tools: ""
     session: str         # the command the image job runs (documentation; the workflow dispatches on kind)
     needs: list[str] = field(default_factory=list)   # names of the images its build starts from
+    host: str = DEFAULT_ARCH   # the arch of the runner that builds it
 
     @property
     def artifact(self) -> str:
@@ -169,21 +180,23 @@ def _sha256(*parts: bytes) -> str:
     return digest.hexdigest()
 
 
-def base_image(matrix: Matrix, arch: str) -> Image:
+def base_image(matrix: Matrix, arch: str, host: str = DEFAULT_ARCH) -> Image:
+    """The base of arch's images on a host of that arch: the host's own (its toolchain), or another arch's
+    (i386's native one, aarch64's runtime for cross builds)."""
     suite = matrix.base_suite
-    if arch == HOST_ARCH:
-        tag = render.host_base_image_tag(suite)
+    if arch == host:
+        tag = render.host_base_image_tag(suite, host)
         digest = _sha256(tag.encode(), (render.DOCKER_DIR / "base.Dockerfile.j2").read_bytes())
         how = "the package-list hash of its tag and docker/base.Dockerfile.j2 (registry mode)"
     else:
-        tag = render.arch_base_image_tag(suite, arch)
+        tag = render.arch_base_image_tag(suite, arch, host)
         digest = _sha256(tag.encode())
         how = "the package-list hash of its tag (always bootstrapped with mmdebstrap)"
     return Image(f"base-{arch}", "base", arch, "bases", tag, digest, f"plan: {how}", arch,
-                 f"python -m cpython_perf base-image --arch {arch}")
+                 f"python -m cpython_perf base-image --arch {arch}", host=host)
 
 
-def tools_image(matrix: Matrix) -> Image:
+def tools_image(matrix: Matrix, host: str = DEFAULT_ARCH) -> Image:
     try:
         archive, source = sources.machine_archive_entry()["uri"], "driver: tools.tools_image_tag"
     except Exception:   # no Debian archive entry here (a GitHub runner: Ubuntu) and none given
@@ -192,43 +205,46 @@ def tools_image(matrix: Matrix) -> Image:
             f"${sources.DEBIAN_ARCHIVE_ENV} is empty. On GitHub, set the repository variable "
             f"{sources.DEBIAN_ARCHIVE_ENV} to a Debian mirror's URL (Settings > Secrets and variables > "
             "Actions > Variables); elsewhere, export it.") from None
-    tag = tools.tools_image_tag(tools.tools_dockerfile(matrix, archive))
-    return Image("tools", "tools", HOST_ARCH, "images", tag, tag.split(":", 1)[1], source, "",
-                 "python -m cpython_perf tools-image", [f"base-{HOST_ARCH}"])
+    tag = tools.tools_image_tag(tools.tools_dockerfile(matrix, archive, host))
+    return Image(tools_name(host), "tools", host, "images", tag, tag.split(":", 1)[1], source, "",
+                 "python -m cpython_perf tools-image", [f"base-{host}"], host=host)
 
 
-def cell_image(matrix: Matrix, cell: Cell) -> Image:
-    inputs = images.cell_inputs(cell, matrix.base_suite, log=lambda *_: None, matrix=matrix, fetch=False)
-    if cell.foreign:
-        needs = [f"base-{HOST_ARCH}", f"base-{cell.arch}", f"cell-{matrix.build_python_cell(cell).name}"]
+def cell_image(matrix: Matrix, cell: Cell, aarch64: str = "native") -> Image:
+    host = build_host(cell.arch, aarch64)
+    inputs = images.cell_inputs(cell, matrix.base_suite, log=lambda *_: None, matrix=matrix, fetch=False,
+                                host=host)
+    foreign = cell.foreign_on(host)
+    if foreign:
+        needs = [f"base-{host}", f"base-{cell.arch}", f"cell-{matrix.build_python_cell_on(cell, host).name}"]
     else:
         needs = [f"base-{cell.arch}"]
-    return Image(f"cell-{cell.name}", "cell", cell.arch, "cross_images" if cell.foreign else "images",
+    return Image(f"cell-{cell.name}", "cell", cell.arch, "cross_images" if foreign else "images",
                  cell.image, inputs.digest,
                  "driver: images.cell_inputs (its image label; the source tarball by its pinned sha256)",
-                 cell.name, f"nox -s build-{cell.name}", needs)
+                 cell.name, f"nox -s build-{cell.name}", needs, host=host)
 
 
-def runtime_images(matrix: Matrix, cell: Cell) -> list[str]:
+def runtime_images(matrix: Matrix, cell: Cell, aarch64: str = "native") -> list[str]:
     """Images a cell's conformance session uses: its own, its vanilla twin's (CPython's own tests are
-    compared with it), and the tools image (samply, flame graphs)."""
+    compared with it), and the tools image of the runner it runs on (samply, flame graphs)."""
     names = [f"cell-{cell.name}"]
     twin = matrix.vanilla_twin(cell)
     if twin is not None and not cell.build_only:
         names.append(f"cell-{twin.name}")
-    return names + ["tools"]
+    return names + [tools_name(build_host(cell.arch, aarch64))]
 
 
-def _make(matrix: Matrix, name: str) -> Image:
+def _make(matrix: Matrix, name: str, aarch64: str) -> Image:
     kind, _, rest = name.partition("-")
     if kind == "base":
-        return base_image(matrix, rest)
+        return base_image(matrix, rest, build_host(rest, aarch64))
     if kind == "cell":
-        return cell_image(matrix, matrix.cell(rest))
-    return tools_image(matrix)
+        return cell_image(matrix, matrix.cell(rest), aarch64)
+    return tools_image(matrix, rest or DEFAULT_ARCH)
 
 
-def needed_images(matrix: Matrix, roots: list[str]) -> dict[str, Image]:
+def needed_images(matrix: Matrix, roots: list[str], aarch64: str = "native") -> dict[str, Image]:
     """roots and every image their builds start from, in build order (bases, images, cross images)."""
     found: dict[str, Image] = {}
     todo = list(roots)
@@ -236,9 +252,10 @@ def needed_images(matrix: Matrix, roots: list[str]) -> dict[str, Image]:
         name = todo.pop()
         if name in found:
             continue
-        found[name] = _make(matrix, name)
+        found[name] = _make(matrix, name, aarch64)
         todo.extend(found[name].needs)
-    order = {n: i for i, n in enumerate([f"base-{a}" for a in matrix.arches] + ["tools"]
+    order = {n: i for i, n in enumerate([f"base-{a}" for a in matrix.arches]
+                                        + [tools_name(a) for a in matrix.arches]
                                         + [f"cell-{c}" for c in matrix.cells])}
     return {n: found[n] for n in sorted(found, key=lambda n: (GROUPS.index(found[n].group), order[n]))}
 
@@ -263,26 +280,25 @@ def image_job(image: Image, built: dict[str, Image]) -> dict:
     return {
         "name": image.name, "kind": image.kind, "arch": image.arch, "group": image.group, "tag": image.tag,
         "digest": image.digest, "digest_source": image.digest_source, "artifact": image.artifact,
-        "build_arg": image.build_arg, "session": image.session, "runner": BUILD_RUNNER,
+        "build_arg": image.build_arg, "session": image.session, "runner": NATIVE_RUNNER[image.host],
+        "host": image.host,
         # binfmt qemu-user on the runner: the build runs programs of another arch (an arm64 base or the
         # arm64 stage of a cross build)
-        "qemu_user": _runs_foreign_code(BUILD_RUNNER, [image.arch]),
+        "qemu_user": _runs_foreign_code(NATIVE_RUNNER[image.host], [image.arch]),
         "needs": needs, "needs_pattern": pattern(needs),
     }
 
 
 def cell_job(matrix: Matrix, cell: Cell, built: dict[str, Image], aarch64: str) -> dict:
-    if cell.arch == "aarch64" and aarch64 == "qemu":
-        runner, execution = X86_RUNNER, "qemu"
-    else:
-        runner, execution = NATIVE_RUNNER[cell.arch], "native"
-    used = [built[n] for n in runtime_images(matrix, cell)]
+    host = build_host(cell.arch, aarch64)
+    runner = NATIVE_RUNNER[host]
+    execution = "qemu" if cell.foreign_on(host) else "native"
+    used = [built[n] for n in runtime_images(matrix, cell, aarch64)]
     artifacts = [i.artifact for i in used]
     if cell.build_only:
         perf = "none: build-only (no perf trampoline on this arch)"
-    elif cell.foreign:
-        # the driver's Cell.foreign: recordings of a non-x86_64 cell boot its image in qemu-system-aarch64,
-        # on whichever runner (a native arm64 path in the suite is the next part of issue 17)
+    elif cell.foreign_on(host):
+        # the driver's Cell.foreign on that runner: recordings boot the cell's image in qemu-system-aarch64
         perf = "qemu-system guest"
     else:
         perf = "containers"
@@ -314,8 +330,9 @@ def build_plan(matrix: Matrix, event: str = "pull_request", labels=(), select=()
         raise PlanError(f"--aarch64 must be one of {', '.join(AARCH64_PLACEMENTS)}, not {aarch64!r}")
     selection = select_cells(matrix, event, parse_list(labels), parse_list(select))
     cells = [matrix.cell(n) for n in selection.cells]
-    roots = [n for cell in cells for n in runtime_images(matrix, cell)]
-    built = needed_images(matrix, roots)
+    # the report job renders flame graphs with the x86_64 tools image, whichever runners the cells ran on
+    roots = [n for cell in cells for n in runtime_images(matrix, cell, aarch64)] + (["tools"] if cells else [])
+    built = needed_images(matrix, roots, aarch64)
     image_jobs = [image_job(image, built) for image in built.values()]
     cell_jobs = [cell_job(matrix, cell, built, aarch64) for cell in cells]
     report_images = [built["tools"].artifact] if "tools" in built else []

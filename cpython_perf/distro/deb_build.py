@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .. import regrtest, sources
+from .. import containers, regrtest, sources
 from ..errors import DriverError, ImageBuildFailed
 from ..matrix import PERF_C_API, PROJECT_ROOT, DistroLane, Matrix
 
@@ -507,7 +507,9 @@ def docker_run_command(image: str, argv: list[str], *, mounts: dict[Path, str] |
         cmd += ["-e", f"{key}={value}"]
     if workdir:
         cmd += ["-w", workdir]
-    for cap in cap_add or []:
+    # a perf capability comes with CAP_IPC_LOCK, as in every container of the driver (containers.py: perf's
+    # ring buffers outside the per-user locked-memory budget, so several suites can record at once)
+    for cap in containers.container_capabilities(cap_add):
         cmd += ["--cap-add", cap]
     if not network:
         cmd += ["--network", "none"]
@@ -785,7 +787,16 @@ class LaneRun:
         for name in (*debs, *changes):
             shutil.move(str(work / name), out / name)
         shutil.copy2(log_file, out / "build.log")
-        (out / "DONE").write_text(json.dumps({
+        flavour = {"environment": env, "with_series": form_dir is not None}
+        for old in out.parent.iterdir():   # superseded builds: same options (flavour), other inputs
+            try:
+                superseded = (old != out and re.fullmatch(r"[0-9a-f]{16}", old.name) is not None
+                              and json.loads((old / "DONE").read_text()).get("flavour") == flavour)
+            except (OSError, ValueError):
+                superseded = False
+            if superseded:
+                shutil.rmtree(old, ignore_errors=True)
+        (out / "DONE").write_text(json.dumps({"flavour": flavour,
             "debs": debs, "changes_files": changes, "version": prepared.version,
             "patches": prepared.names, "symbols_added": prepared.symbols_added,
             "symbols_file": prepared.symbols_path,
@@ -927,7 +938,7 @@ class LaneRun:
                             self.paths.results / "images.log", self.log)
 
     def check_image(self, tag: str, tests: list[str]) -> dict:
-        from .. import containers, host
+        from .. import host
 
         py = self.lane.python
         log_file = self.paths.results / "checks.log"

@@ -318,6 +318,43 @@ class TestPerfTrampoline(_CleansTmpFiles, unittest.TestCase):
         """
         script_helper.assert_python_ok("-c", code, PYTHON_JIT="0")
 
+    def test_sys_api_under_eval_frame_hook(self):
+        # gh-137291 (upstream 3.15, carried by this backport): a PEP 523
+        # evaluator installed before the activation keeps running under the
+        # trampoline and is back after it.
+        try:
+            import _testinternalcapi
+        except ImportError:
+            self.skipTest("requires _testinternalcapi")
+        if not hasattr(_testinternalcapi, "set_eval_frame_record"):
+            self.skipTest("_testinternalcapi has no set_eval_frame_record")
+        code = """if 1:
+            import os, sys, _testinternalcapi
+            def under_hook():
+                pass
+            def after_deactivation():
+                pass
+            seen = []
+            _testinternalcapi.set_eval_frame_record(seen)
+            sys.activate_stack_trampoline("perf")
+            assert sys.is_stack_trampoline_active()
+            under_hook()
+            sys.deactivate_stack_trampoline()
+            assert not sys.is_stack_trampoline_active()
+            after_deactivation()
+            _testinternalcapi.set_eval_frame_default()
+            assert "under_hook" in seen, seen
+            assert "after_deactivation" in seen, seen
+            print(os.getpid())
+        """
+        rc, out, err = script_helper.assert_python_ok("-c", code, PYTHON_JIT="0")
+        self.assertEqual(err, b"")
+        perf_file = pathlib.Path(f"/tmp/perf-{int(out)}.map")
+        self.addCleanup(lambda: perf_file.exists() and perf_file.unlink())
+        contents = perf_file.read_text()
+        self.assertIn("py::under_hook:", contents)
+        self.assertNotIn("py::after_deactivation:", contents)
+
     # The rest is what 3.13 provides and its test suite checks elsewhere
     # (test_sys, test_embed, test_cmd_line): the other ways to turn the
     # trampoline on and the perf_jit backend's output.

@@ -2,8 +2,8 @@
 
 Wall-clock medians on this 2-core VM spread by 5-40% (interquartile range; BENCHMARKS.md's timing tables),
 so a 1% target can be neither met nor missed there.  An instruction count is close to deterministic:
-`python -m cpython_perf.instructions --cell 3.11-fp ...` (`nox -s bench-instructions -- ...`) plans the same
-comparisons as cpython_perf.bench (mode active vs inactive, patched vs vanilla, fp vs release), and for
+`python -m cpython_perf.bench instructions --cell 3.11-fp ...` (`nox -s bench-instructions -- ...`) plans the same
+comparisons as cpython_perf.bench.wallclock (mode active vs inactive, patched vs vanilla, fp vs release), and for
 each configuration and workload counts the instructions of ONE run of the workload's kernel as
 
     I(workloads.py --run W --repeat 2) - I(workloads.py --run W --repeat 1)
@@ -15,21 +15,21 @@ slower memory access or a mispredicted branch costs, which is why the wall-clock
 
 valgrind comes from the cell's own Debian archive: a per-cell image FROM the cell's image plus
 `apt-get install valgrind`, tagged cpython-perf-valgrind:<cell>-<cell image id> only when built.
-Ratios and targets are cpython_perf.bench's (analyse / verdict), on the counts instead of the times.
+Ratios and targets are cpython_perf.bench.common's (analyse / verdict), on the counts instead of the times.
 """
 
 from __future__ import annotations
 
 import re
-import sys
 import tempfile
 from pathlib import Path
 
-from . import bench, build, containers, host, images
-from .errors import DriverError
-from .matrix import PROJECT_ROOT, Matrix
+from .. import build, containers, host, images
+from . import common
+from ..errors import DriverError
+from ..matrix import Matrix
 
-RESULTS_DIR = PROJECT_ROOT / "results" / "bench"
+RESULTS_DIR = common.RESULTS_DIR
 GROUP = "instructions"   # results/bench/instructions-<UTC time>.json
 VALGRIND_REPOSITORY = "cpython-perf-valgrind"
 DEFAULT_SCALE = 0.1
@@ -52,7 +52,7 @@ def valgrind_image(client, cell_image: str, log=print) -> str:
         return tag
     with tempfile.TemporaryDirectory(prefix="cpython-perf-valgrind-", dir=images._scratch_dir()) as ctx:
         Path(ctx, "Dockerfile").write_text(
-            f"# valgrind beside the interpreter of {cell_image} (cpython_perf.instructions)\n"
+            f"# valgrind beside the interpreter of {cell_image} (cpython_perf.bench.instructions)\n"
             f"FROM {image.id}\n"
             "RUN apt-get update -qq \\\n"
             " && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends valgrind \\\n"
@@ -62,28 +62,28 @@ def valgrind_image(client, cell_image: str, log=print) -> str:
     return tag
 
 
-def count(client, image: str, config: bench.Configuration, workload: str, repeat: int, scale: float) -> int:
+def count(client, image: str, config: common.Configuration, workload: str, repeat: int, scale: float) -> int:
     command = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
-               *bench.workload_command(config, [workload], repeat, scale)]
+               *common.workload_command(config, [workload], repeat, scale)]
     result = containers.run(client, image, command, workdir="/tmp", env={"PYTHONHASHSEED": "0"},
-                            mounts={bench.BENCH_DIR: bench.CONTAINER_BENCH_DIR}, timeout=3600,
+                            mounts={common.BENCH_DIR: common.CONTAINER_BENCH_DIR}, timeout=3600,
                             cpu_shares=CPU_SHARES)
     result.check(f"cachegrind of {config.key} {workload}")
-    bench.parse_output(config, result.stdout)   # the trampoline is in the state the configuration says
+    common.parse_output(config, result.stdout)   # the trampoline is in the state the configuration says
     return parse_instructions(result.stderr)
 
 
-def measure(matrix: Matrix, cells, workloads: dict[str, str], rounds: int, scale: float, kinds=bench.KINDS,
+def measure(matrix: Matrix, cells, workloads: dict[str, str], rounds: int, scale: float, kinds=common.KINDS,
             log=print) -> dict:
-    plan = bench.plan_comparisons(matrix, cells, kinds)
+    plan = common.plan_comparisons(matrix, cells, kinds)
     if not plan:
         raise DriverError(f"nothing to compare among {', '.join(c.name for c in cells)}")
-    configs = bench.configurations(plan)
+    configs = common.configurations(plan)
     client = host.docker_client(log)
     cells_used = list({c.cell.name: c.cell for c in configs}.values())
     cell_images = {cell.name: build.ensure_cell_image(cell, matrix, log) for cell in cells_used}
     vg_images = {name: valgrind_image(client, image, log) for name, image in cell_images.items()}
-    started = bench.utc_stamp()
+    started = common.utc_stamp()
     counts = {c.key: {w: [] for w in workloads} for c in configs}
     raw = {c.key: {w: [] for w in workloads} for c in configs}
     for number in range(rounds):
@@ -98,7 +98,7 @@ def measure(matrix: Matrix, cells, workloads: dict[str, str], rounds: int, scale
                 log(f"round {number + 1}/{rounds} {config.key} {workload}: {two - one:,} instructions a run")
     results = {
         "created": started,
-        "machine": bench.machine_info(),
+        "machine": common.machine_info(),
         "settings": {"rounds": rounds, "scale": scale, "workloads": list(workloads),
                      "order": [c.key for c in configs]},
         "workloads": dict(workloads),
@@ -106,11 +106,11 @@ def measure(matrix: Matrix, cells, workloads: dict[str, str], rounds: int, scale
                               "support": cell.support, "vanilla": cell.vanilla, "image": vg_images[cell.name]}
                   for cell in cells_used},
         "configurations": {c.key: {"cell": c.cell.name, "label": c.label, "argv": list(c.argv)} for c in configs},
-        "timings": counts,   # instructions of one kernel run: the shape bench.analyse reads
+        "timings": counts,   # instructions of one kernel run: the shape common.analyse reads
         "raw_counts": raw,   # [I(repeat 1), I(repeat 2)] of each round
         "comparisons": [{"kind": c.kind, "a": c.a.key, "b": c.b.key} for c in plan],
     }
-    results["comparisons"] = bench.analyse(results)
+    results["comparisons"] = common.analyse(results)
     return results
 
 
@@ -119,12 +119,13 @@ def _spread(stats: dict) -> str:
 
 
 def render_markdown(results: dict, source: str = "") -> str:
-    analysed = bench.analyse(results)
+    analysed = common.analyse(results)
     s = results["settings"]
     lines = [
-        "## Overhead as instruction counts (cachegrind)",
+        '<a id="workloads-instructions"></a>',
+        "## The project's own workloads as instruction counts (cachegrind)",
         "",
-        f"From {source or 'an instruction-count run'} ({results['created']}; `python -m cpython_perf.instructions`). "
+        f"From {source or 'an instruction-count run'} ({results['created']}; `python -m cpython_perf.bench instructions`). "
         "Instructions of one run of each workload's kernel, I(--repeat 2) - I(--repeat 1) under "
         f"`valgrind --tool=cachegrind --cache-sim=no`, --scale {s['scale']}, PYTHONHASHSEED=0, {s['rounds']} round(s); "
         "ratio = B / A (above 1: B executes more instructions). Same comparisons and targets as the timing tables; "
@@ -135,8 +136,8 @@ def render_markdown(results: dict, source: str = "") -> str:
     ]
     for entry in analysed:
         lines.append(f"| {entry['title']} | {entry['geomean']:.4f} | {entry['target']} | "
-                     f"{bench.verdict(entry['geomean'], entry['geomean_limit'])} |")
-    lines += ["", "Geometric means B/A (instructions):", "", *bench.ratio_chart(analysed, digits=4)]
+                     f"{common.verdict(entry['geomean'], entry['geomean_limit'])} |")
+    lines += ["", "Geometric means B/A (instructions):", "", *common.ratio_chart(analysed, digits=4)]
     for entry in analysed:
         lines += ["", f"### {entry['title']} (instructions)", "",
                   f"A = `{entry['a']}`, B = `{entry['b']}`.", "",
@@ -144,40 +145,36 @@ def render_markdown(results: dict, source: str = "") -> str:
                   "| --- | ---: | ---: | ---: | ---: | --- |"]
         for name, row in entry["workloads"].items():
             lines.append(f"| {name} | {row['a']['median']:,.0f} | {row['b']['median']:,.0f} | {row['ratio']:.4f} | "
-                         f"{_spread(row['a'])} / {_spread(row['b'])} | {bench.verdict(row['ratio'], row['limit'])} |")
+                         f"{_spread(row['a'])} / {_spread(row['b'])} | {common.verdict(row['ratio'], row['limit'])} |")
         lines.append(f"| **geometric mean** | | | **{entry['geomean']:.4f}** | | "
-                     f"{bench.verdict(entry['geomean'], entry['geomean_limit'])} |")
+                     f"{common.verdict(entry['geomean'], entry['geomean_limit'])} |")
     return "\n".join(lines) + "\n"
 
 
 def latest_results(directory: Path = RESULTS_DIR) -> Path | None:
-    return bench.latest_group_results(directory, GROUP)
+    return common.latest_group_results(directory, GROUP)
 
 
-def _arguments(parser) -> None:
+# The group's command line (cpython_perf.bench.command): `python -m cpython_perf.bench instructions ...`
+
+
+def arguments(parser) -> None:
     parser.add_argument("--rounds", type=int, default=2, help="rounds (default: 2)")
     parser.add_argument("--scale", type=float, default=DEFAULT_SCALE, help=f"workload size (default: {DEFAULT_SCALE})")
-    parser.add_argument("--workloads", help="comma-separated workloads (default: all)")
-    parser.add_argument("--kind", action="append", choices=bench.KINDS, dest="kinds",
+    parser.add_argument("--workloads", help="comma-separated workloads, or all (default: those the standard suite "
+                                            "lacks, common.KEPT_WORKLOADS)")
+    parser.add_argument("--kind", action="append", choices=common.KINDS, dest="kinds",
                         help="comparisons to make (repeatable; default: all)")
 
 
-def _run(matrix, cells, args, log) -> dict:
+def run(matrix, cells, args, log) -> dict:
     if args.rounds < 1 or args.scale <= 0:
         raise DriverError("--rounds must be at least 1 and --scale positive")
-    workloads = bench.select_workloads(args.workloads, bench.available_workloads())
-    return measure(matrix, cells, workloads, args.rounds, args.scale, tuple(args.kinds or bench.KINDS), log=log)
+    workloads = common.select_workloads(args.workloads or "kept", common.available_workloads())
+    return measure(matrix, cells, workloads, args.rounds, args.scale, tuple(args.kinds or common.KINDS), log=log)
 
 
-def _report(results: dict, path: Path) -> None:
+def report(results: dict, path: Path) -> None:
     for entry in results["comparisons"]:
-        print(f"{entry['title']}: {entry['geomean']:.4f} {bench.verdict(entry['geomean'], entry['geomean_limit'])}")
+        print(f"{entry['title']}: {entry['geomean']:.4f} {common.verdict(entry['geomean'], entry['geomean_limit'])}")
 
-
-def main(argv: list[str] | None = None) -> int:
-    return bench.group_main(argv, module="cpython_perf.instructions", doc=__doc__, group=GROUP, add_arguments=_arguments, run=_run,
-                            report=_report)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,6 +1,6 @@
 """Attribution fidelity, the cost of perf itself, and map-file growth, per cell (issue: benchmarks).
 
-`python -m cpython_perf.fidelity --cell 3.11-fp --cell 3.13-release` (`nox -s bench-fidelity -- ...`)
+`python -m cpython_perf.bench fidelity --cell 3.11-fp --cell 3.13-release` (`nox -s bench-fidelity -- ...`)
 runs, in each cell's image (x86_64 cells; a fresh container each):
 
 - fidelity: benchmarks/seed.py (the howto's foo -> bar -> baz -> <module>, with a
@@ -20,7 +20,7 @@ runs, in each cell's image (x86_64 cells; a fresh container each):
   the distinct code objects of workloads.py executed.
 
 Writes results/bench/fidelity-<UTC timestamp>.json; BENCHMARKS.md shows the
-latest such file beside the overhead run (cpython_perf.bench).
+latest such file beside the overhead runs (cpython_perf.bench.summary).
 """
 
 from __future__ import annotations
@@ -29,19 +29,19 @@ import json
 import re
 import shutil
 import struct
-import sys
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
-from . import bench, build, containers, host, perf_runs, samply, tools
-from .errors import DriverError
-from .matrix import PROJECT_ROOT, Cell, Matrix
-from .perf_samples import CHAIN_FRACTION_TARGETS, chain_report, parse_perf_script, py_symbol
+from .. import build, containers, host, perf_runs, samply, tools
+from . import common
+from ..errors import DriverError
+from ..matrix import PROJECT_ROOT, Cell, Matrix
+from ..perf_samples import CHAIN_FRACTION_TARGETS, chain_report, parse_perf_script, py_symbol
 
 BENCH_DIR = PROJECT_ROOT / "benchmarks"
-RESULTS_DIR = PROJECT_ROOT / "results" / "bench"
+RESULTS_DIR = common.RESULTS_DIR
 GROUP = "fidelity"   # results/bench/fidelity-<UTC time>.json
 SEED = "/bench/seed.py"
 SEED_N = 5_000_000
@@ -178,7 +178,7 @@ def _py_spy_run(client, image, py_spy: Path, work: _Workdir) -> dict:
 
 
 def _map_growth_run(client, image, mode, work: _Workdir) -> dict:
-    command = ["python3", "-X", mode, "/bench/count_codes.py", "--run", ",".join(bench.available_workloads()), "--repeat", "1",
+    command = ["python3", "-X", mode, "/bench/count_codes.py", "--run", ",".join(common.available_workloads()), "--repeat", "1",
                "--scale", str(MAP_SCALE)]
     result = containers.run(client, image, command, mounts=work.mounts(), timeout=1800)
     result.check(f"count_codes.py (-X {mode}) in {image}")
@@ -202,8 +202,8 @@ def measure(matrix: Matrix, cells: list[Cell], log=print) -> dict:
     client = host.docker_client(log)
     samply_binary = tools.samply_binary(client, matrix, log=log)
     py_spy = tools.py_spy_binary(matrix, log=log)
-    started = bench.utc_stamp()
-    out = {"created": started, "machine": bench.machine_info(), "settings": {"seed_n": SEED_N, "py_spy_rate": PY_SPY_RATE,
+    started = common.utc_stamp()
+    out = {"created": started, "machine": common.machine_info(), "settings": {"seed_n": SEED_N, "py_spy_rate": PY_SPY_RATE,
            "perf_rate": perf_runs.SAMPLE_FREQUENCY, "samply_rate": samply.SAMPLE_RATE, "map_scale": MAP_SCALE},
            "tools": {"samply": matrix.profilers.samply, "py-spy": matrix.profilers.py_spy["version"],
                      "inferno": matrix.profilers.inferno},
@@ -252,7 +252,7 @@ def render_markdown(results: dict, source: str = "") -> str:
     lines = [
         "## Attribution fidelity",
         "",
-        f"From {source or 'a fidelity run'} ({results['created']}; `python -m cpython_perf.fidelity`). "
+        f"From {source or 'a fidelity run'} ({results['created']}; `python -m cpython_perf.bench fidelity`). "
         f"benchmarks/seed.py (foo's loop of {s['seed_n']:,} steps under bar, baz, <module>) recorded in each cell with "
         f"perf (-F {s['perf_rate']}, as the conformance suite records), samply {results['tools']['samply']} "
         f"(--rate {s['samply_rate']}) and py-spy {results['tools']['py-spy']} (-r {s['py_spy_rate']}, from the "
@@ -308,14 +308,19 @@ def render_markdown(results: dict, source: str = "") -> str:
 
 
 def latest_results(directory: Path = RESULTS_DIR) -> Path | None:
-    return bench.latest_group_results(directory, GROUP)
+    return common.latest_group_results(directory, GROUP)
 
 
-def main(argv: list[str] | None = None) -> int:
-    return bench.group_main(argv, module="cpython_perf.fidelity", doc=__doc__, group=GROUP, add_arguments=lambda parser: None,
-                      run=lambda matrix, cells, args, log: measure(matrix, cells, log),
-                      report=lambda results, path: print(render_markdown(results, str(path))))
+# The group's command line (cpython_perf.bench.command): `python -m cpython_perf.bench fidelity ...`
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def arguments(parser) -> None:
+    pass
+
+
+def run(matrix, cells, args, log) -> dict:
+    return measure(matrix, cells, log)
+
+
+def report(results: dict, path: Path) -> None:
+    print(render_markdown(results, str(path)))

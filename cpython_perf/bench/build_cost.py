@@ -1,6 +1,6 @@
 """Build cost: a cell's cold image build, its no-change rebuild, and the same build on the host.
 
-`python -m cpython_perf.build_cost --cell 3.13-fp` (`nox -s bench-build -- ...`), for each cell:
+`python -m cpython_perf.bench build --cell 3.13-fp` (`nox -s bench-build -- ...`), for each cell:
 
 - cold: `docker build --no-cache` of the cell image (base image present: it is shared by every cell);
 - no change: the same build again, every layer from the cache (what `nox -s build-<cell>` costs when
@@ -18,16 +18,16 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from . import bench, build, host, images, render
-from .errors import DriverError
-from .matrix import HOST_ARCH, PROJECT_ROOT
+from .. import build, host, images, render
+from . import common
+from ..errors import DriverError
+from ..matrix import HOST_ARCH
 
-RESULTS_DIR = PROJECT_ROOT / "results" / "bench"
+RESULTS_DIR = common.RESULTS_DIR
 GROUP = "build"   # results/bench/build-<UTC time>.json
 _MISSING = re.compile(r"necessary bits to build these optional modules were not found:\n(.*?)(?:\nTo find|\n\n|$)", re.S)
 
@@ -73,7 +73,7 @@ def _first_line(command: list[str]) -> str:
 def measure(matrix, cells, cold: bool = True, on_host: bool = True, log=print) -> dict:
     client = host.docker_client(log)
     images.ensure_base_image(client, matrix.base_suite, log=log)
-    out = {"created": bench.utc_stamp(), "machine": bench.machine_info(), "cells": {}}
+    out = {"created": common.utc_stamp(), "machine": common.machine_info(), "cells": {}}
     quiet = lambda line: None  # noqa: E731
     for cell in cells:
         entry: dict = {}
@@ -92,7 +92,7 @@ def render_markdown(results: dict, source: str = "") -> str:
     lines = [
         "## Build cost",
         "",
-        f"From {source or 'a build-cost run'} ({results['created']}; `python -m cpython_perf.build_cost`). "
+        f"From {source or 'a build-cost run'} ({results['created']}; `python -m cpython_perf.bench build`). "
         "Wall time on this machine: the cell image built with `--no-cache` (base image present), the same build "
         "again with nothing changed, and docker/build-cpython.sh run on the host over the same context.",
         "",
@@ -109,19 +109,20 @@ def render_markdown(results: dict, source: str = "") -> str:
 
 
 def latest_results(directory: Path = RESULTS_DIR) -> Path | None:
-    return bench.latest_group_results(directory, GROUP)
+    return common.latest_group_results(directory, GROUP)
 
 
-def _arguments(parser) -> None:
+# The group's command line (cpython_perf.bench.command): `python -m cpython_perf.bench build ...`
+
+
+def arguments(parser) -> None:
     parser.add_argument("--no-cold", action="store_true", help="skip the --no-cache build")
     parser.add_argument("--no-host", action="store_true", help="skip the build on the host")
 
 
-def main(argv: list[str] | None = None) -> int:
-    return bench.group_main(argv, module="cpython_perf.build_cost", doc=__doc__, group=GROUP, add_arguments=_arguments,
-                      run=lambda matrix, cells, args, log: measure(matrix, cells, not args.no_cold, not args.no_host, log),
-                      report=lambda results, path: print(render_markdown(results, str(path))))
+def run(matrix, cells, args, log) -> dict:
+    return measure(matrix, cells, not args.no_cold, not args.no_host, log)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def report(results: dict, path: Path) -> None:
+    print(render_markdown(results, str(path)))

@@ -1,0 +1,346 @@
+"""The standard suite (cpython_perf.bench.suite) and BENCHMARKS.md's summary table (no Docker)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from cpython_perf.bench import command, common, summary, suite
+from cpython_perf.errors import DriverError
+from cpython_perf.matrix import load_matrix
+
+MATRIX = load_matrix()
+
+
+# --------------------------------------------------------------------------
+# The pinned configuration and the downloads
+
+
+def test_project_config_pins_both_wheels():
+    config = suite.load_config()
+    assert config.pyperformance.requirement == "pyperformance==1.14.0"
+    assert config.pyperf.requirement == "pyperf==2.10.0"
+    assert config.pyperformance.file == "pyperformance-1.14.0-py3-none-any.whl"
+    assert len(config.pyperformance.sha256) == 64 and len(config.pyperf.sha256) == 64
+    assert "python_startup" in config.exclude
+
+
+def test_bad_config_is_a_clear_error(tmp_path):
+    path = tmp_path / "suite.yaml"
+    path.write_text("pyperformance: {version: 1.14.0, file: x.whl, sha256: nothex}\npyperf: {}\n")
+    with pytest.raises(DriverError, match="sha256 must be 64 lowercase hex digits"):
+        suite.load_config(path)
+    path.write_text("pyperformance: {}\nsurprise: 1\n")
+    with pytest.raises(DriverError, match="unknown key"):
+        suite.load_config(path)
+
+
+def _wheel(path: Path, members: dict[str, str]) -> bytes:
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, text in members.items():
+            zf.writestr(name, text)
+    return path.read_bytes()
+
+
+@pytest.fixture
+def pinned(tmp_path):
+    """A wheel's good bytes and a pin of them."""
+    good = _wheel(tmp_path / "good.whl", {"pyperformance/data-files/benchmarks/MANIFEST": "[benchmarks]\n"})
+    pin = suite.Pin("pyperformance", "1.14.0", "pyperformance-1.14.0-py3-none-any.whl",
+                    hashlib.sha256(good).hexdigest())
+    return good, pin
+
+
+def _downloader(data: bytes, calls: list):
+    def download(requirement, directory):
+        calls.append(requirement)
+        (Path(directory) / "pyperformance-1.14.0-py3-none-any.whl").write_bytes(data)
+    return download
+
+
+def test_tampered_download_is_refused_and_not_cached(tmp_path, pinned):
+    good, pin = pinned
+    cache = tmp_path / "cache"
+    tampered = good.replace(b"[benchmarks]", b"[benchmarkz]")
+    calls = []
+    with pytest.raises(DriverError) as info:
+        suite.fetch_pinned(pin, cache, _downloader(tampered, calls), log=lambda *_: None)
+    message = str(info.value)
+    assert hashlib.sha256(tampered).hexdigest() in message and pin.sha256 in message
+    assert "not used, not cached" in message
+    assert calls == ["pyperformance==1.14.0"]
+    assert list(cache.iterdir()) == []   # nothing half-made: pip's temporary directory is gone too
+
+
+def test_tampered_cached_file_is_replaced_by_a_verified_download(tmp_path, pinned):
+    good, pin = pinned
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / pin.file).write_bytes(b"tampered")
+    logged, calls = [], []
+    path = suite.fetch_pinned(pin, cache, _downloader(good, calls), log=logged.append)
+    assert path.read_bytes() == good and calls == ["pyperformance==1.14.0"]
+    assert any("deleted, downloading again" in line for line in logged)
+    calls.clear()
+    assert suite.fetch_pinned(pin, cache, _downloader(b"never used", calls)) == path and calls == []
+
+
+# --------------------------------------------------------------------------
+# Selection: pyperformance's MANIFEST, stdlib-only, requires-python, exclusions
+
+
+def _benchmark(root: Path, name: str, dependencies=("pyperf",), requires=">=3.8", requirements=None,
+               extra=None, variants=()):
+    d = root / f"bm_{name}"
+    d.mkdir(parents=True)
+    deps = ", ".join(f'"{x}"' for x in dependencies)
+    tool = f'[tool.pyperformance]\nname = "{name}"\n' + (f"extra_opts = {json.dumps(list(extra))}\n" if extra else "")
+    (d / "pyproject.toml").write_text(f'[project]\nname = "pyperformance_bm_{name}"\nrequires-python = "{requires}"\n'
+                                      f"dependencies = [{deps}]\n\n{tool}")
+    (d / "run_benchmark.py").write_text("")
+    if requirements is not None:
+        (d / "requirements.txt").write_text(requirements)
+    for variant, opts in variants:
+        (d / f"bm_{variant}.toml").write_text(f'[tool.pyperformance]\nname = "{variant}"\nextra_opts = {json.dumps(opts)}\n')
+
+
+@pytest.fixture
+def manifest(tmp_path):
+    root = tmp_path / "benchmarks"
+    _benchmark(root, "nbody")
+    _benchmark(root, "chameleon", dependencies=("pyperf", "Chameleon"), requirements="chameleon==3.9.1\n")
+    _benchmark(root, "yaml", requirements="pyperf\npyyaml==6.0.1\n")         # pyproject says pyperf only
+    _benchmark(root, "dask", requires=">=3.12", requirements="dask[distributed]==2024.2.1\n")
+    _benchmark(root, "newsyntax", requires=">=3.10, <3.14")
+    _benchmark(root, "pickle", extra=["pickle"], variants=[("unpickle", ["unpickle"])])
+    _benchmark(root, "python_startup")
+    _benchmark(root, "hg_startup", dependencies=("pyperf", "mercurial"))
+    (root / "MANIFEST").write_text(
+        "[benchmarks]\n\nname\tmetafile\nnbody\t<local>\nchameleon\t<local>\nyaml\t<local>\ndask\t<local>\n"
+        "newsyntax\t<local>\npickle\t<local>\nunpickle\t<local:pickle>\npython_startup\t<local>\n"
+        "# commented out upstream:\n#hg_startup\t<local>\n\n[group default]\n[group math]\nnbody\n")
+    return root
+
+
+def test_manifest_lists_benchmarks_with_their_metadata(manifest):
+    found = {b.name: b for b in suite.read_manifest(manifest)}
+    assert list(found) == ["nbody", "chameleon", "yaml", "dask", "newsyntax", "pickle", "unpickle", "python_startup"]
+    assert found["unpickle"].directory == "bm_pickle" and found["unpickle"].extra_opts == ("unpickle",)
+    assert found["pickle"].extra_opts == ("pickle",)
+    assert found["yaml"].requirements == ("pyperf", "pyyaml==6.0.1")
+    assert found["nbody"].script == "/suite/bm_nbody/run_benchmark.py"
+
+
+def test_stdlib_only_selection_per_version(manifest):
+    benchmarks = suite.read_manifest(manifest)
+    exclude = {"python_startup": "times a child interpreter's start-up"}
+    chosen, left = suite.select(benchmarks, "3.9", exclude)
+    assert [b.name for b in chosen] == ["nbody", "pickle", "unpickle"]
+    assert left == {"chameleon": "needs chameleon", "yaml": "needs pyyaml",
+                    "dask": "needs dask", "newsyntax": "requires-python >=3.10, <3.14",
+                    "python_startup": "times a child interpreter's start-up"}
+    chosen, left = suite.select(benchmarks, "3.13", exclude)
+    assert [b.name for b in chosen] == ["nbody", "newsyntax", "pickle", "unpickle"]
+    assert suite.select(benchmarks, "3.14", exclude)[1]["newsyntax"] == "requires-python >=3.10, <3.14"
+    chosen, _ = suite.select(benchmarks, "3.13", exclude, only=["nbody", "unpickle"])
+    assert [b.name for b in chosen] == ["nbody", "unpickle"]
+    with pytest.raises(DriverError, match="unknown benchmark"):
+        suite.select(benchmarks, "3.13", exclude, only=["nbody", "nope"])
+
+
+def test_requires_python_forms():
+    assert suite.python_admits(">=3.8", "3.9") and not suite.python_admits(">=3.10", "3.9")
+    assert suite.python_admits(None, "3.9") and suite.python_admits(">=3.10, <3.14", "3.13")
+    assert not suite.python_admits(">=3.10,<3.14", "3.14")
+    with pytest.raises(DriverError, match="not understood"):
+        suite.python_admits("~=3.8", "3.9")
+
+
+def test_real_pyperformance_release_selection():
+    """On the pinned release itself, where a previous run cached it (no network in unit tests)."""
+    config = suite.load_config()
+    root = next(iter(suite.cache_dir().glob(f"pyperformance-{config.pyperformance.version}-{config.pyperformance.sha256[:12]}")), None)
+    if root is None:
+        pytest.skip(f"pyperformance {config.pyperformance.version} not in {suite.cache_dir()} (run the suite once)")
+    benchmarks = suite.read_manifest(root / suite.BENCHMARKS_IN_WHEEL)
+    chosen, left = suite.select(benchmarks, "3.9", config.exclude)
+    names = {b.name for b in chosen}
+    assert {"nbody", "richards", "go", "deltablue", "json_dumps", "unpickle_pure_python"} <= names
+    # dask: pyproject.toml names pyperf only, its requirements.txt dask; bm_yaml and hg_startup: not in the MANIFEST
+    assert left["dask"] == "needs dask" and left["chameleon"] == "needs chameleon"
+    assert left["async_tree_eager"] == "requires-python >=3.12"
+    assert not {"yaml", "hg_startup"} & (names | set(left))
+    assert len(names) == 57 and len(suite.select(benchmarks, "3.13", config.exclude)[0]) == 69
+
+
+# --------------------------------------------------------------------------
+# Commands and parsing of what the runs print
+
+
+def test_worker_command_and_trampoline_check():
+    cell = MATRIX.cell("3.11-fp")
+    bench = suite.Benchmark("unpickle", "bm_pickle", ">=3.8", ("pyperf",), (), ("unpickle",))
+    assert suite.worker_command(common.active(cell, "perf"), bench, 4) == [
+        "python3", "-X", "perf", "-u", "/suite/bm_pickle/run_benchmark.py", "unpickle",
+        "--worker", "--loops", "4", "--warmups", "0", "--values", "1"]
+    script = suite.trampoline_check_script(["valgrind", "python3", "it's"])
+    assert script.startswith("'valgrind' 'python3' 'it'\\''s'; rc=$?;") and script.endswith("exit $rc")
+    assert suite.maps_written("nbody: 1.3 sec\n@@cpython-perf-maps:1\n") == 1
+    with pytest.raises(DriverError, match="printed no"):
+        suite.maps_written("Traceback ...")
+    suite.check_trampoline_state(common.active(cell, "perf_jit"), 1)
+    suite.check_trampoline_state(common.inactive(cell), 0)
+    with pytest.raises(DriverError, match="expected none"):
+        suite.check_trampoline_state(common.inactive(cell), 1)
+    with pytest.raises(DriverError, match="expected some"):
+        suite.check_trampoline_state(common.active(cell, "perf"), 0)
+    assert suite.wallclock_env(common.active(cell, "perf_jit")) == {"PYTHONPATH": "/pyperf", "PYTHON_PERF_JIT_SUPPORT": "1"}
+
+
+def test_instructions_of_the_benchmark_process_not_a_forked_child():
+    # 3.13.5 coroutines, --loops 1: a child forked late prints its total (inherited counts) before the parent
+    stderr = "==8== \n==8== I refs:        801,244,181\n==7== \n==7== I refs:        833,336,737\n"
+    assert suite.main_process_instructions(stderr) == 833_336_737
+    assert suite.main_process_instructions("==7== I refs:        1,082,919,283\n") == 1_082_919_283
+    with pytest.raises(DriverError, match="no 'I refs' line"):
+        suite.main_process_instructions("valgrind: command not found")
+
+
+def test_loop_arithmetic_and_errors():
+    assert suite.per_loop(589_133_890, 1_623_000_000, 1, "x") == pytest.approx(1_033_866_110)
+    assert suite.per_loop(100, 300, 2, "x") == 100
+    with pytest.raises(DriverError, match="2 loops counted 100 instructions, 1 loop"):
+        suite.per_loop(200, 100, 1, "x")
+    assert suite.loops_for(1_033_866_247, 50_000_000) == 1
+    assert suite.loops_for(257_477, 50_000_000) == 195
+    assert suite.last_error("Traceback\nKeyError: 'pyperf.hook'\n==7== \n==7== I refs:   409,461,051\n") == \
+        "KeyError: 'pyperf.hook'"
+
+
+COMPARE_TO = """\
+nbody: Mean +- std dev: [3.13-fp_inactive] 100 ms +- 1 ms -> [3.13-fp_perf] 110 ms +- 1 ms: 1.10x slower
+
+Benchmark hidden because not significant (2): go, json_dumps
+
+Geometric mean: 1.03x slower
+"""
+
+
+def test_compare_to_parsing():
+    got = suite.parse_compare_to(COMPARE_TO)
+    assert got["nbody"] == {"significant": True, "text": "3.13-fp_inactive 100 ms +- 1 ms -> 3.13-fp_perf 110 ms +- 1 ms: 1.10x slower"}
+    assert got["go"] == got["json_dumps"] == {"significant": False, "text": "not significant here"}
+    assert suite.parse_compare_to("Not significant!\n", ["nbody"]) == {"nbody": {"significant": False, "text": "not significant here"}}
+    assert suite.wallclock_summary(got, ["nbody", "go", "json_dumps"]).startswith("1 of 3 significant: nbody 3.13")
+    assert suite.wallclock_summary({"go": got["go"]}, ["go"]) == "not significant here (0 of 1)"
+
+
+def test_pyperf_json_means(tmp_path):
+    path = tmp_path / "x.json"
+    path.write_text(json.dumps({"version": "1.0", "metadata": {}, "benchmarks": [
+        {"metadata": {"name": "nbody"}, "runs": [{"values": [0.1, 0.3]}, {"warmups": [[1, 9.0]], "values": [0.2]}]}]}))
+    assert suite.load_pyperf_means(path) == {"nbody": pytest.approx(0.2)}
+
+
+# --------------------------------------------------------------------------
+# Geometric means and the summary table
+
+
+def suite_results(created="2026-11-23T16:00:00Z", counts=None, planned=None, not_run=(), wall=()):
+    cells = {name: {"version": name[:4], "variant": "fp", "arch": "x86_64", "support": support, "vanilla": vanilla,
+                    "image": f"cpython-perf:{name}", "image_id": "sha256:" + "0" * 64, "current": True}
+             for name, support, vanilla in [("3.11-fp", "backport", False), ("3.11-fp-vanilla", "backport", True),
+                                            ("3.13-fp", "native", False)]}
+    counts = counts or {
+        "3.11-fp:inactive": {"go": 1000.0, "nbody": 2000.0},
+        "3.11-fp:perf": {"go": 1300.0, "nbody": 2002.0},
+        "3.11-fp-vanilla:inactive": {"go": 990.0, "nbody": 1990.0},
+        "3.13-fp:inactive": {"go": 800.0, "nbody": 1000.0},
+        "3.13-fp:perf": {"go": 1600.0, "nbody": 1001.0},
+    }
+    configs = {k: {"cell": k.split(":")[0], "label": k.split(":")[1], "argv": []} for k in counts}
+    planned = planned or [{"kind": "mode", "a": "3.11-fp:inactive", "b": "3.11-fp:perf"},
+                          {"kind": "vanilla", "a": "3.11-fp-vanilla:inactive", "b": "3.11-fp:inactive"},
+                          {"kind": "mode", "a": "3.13-fp:inactive", "b": "3.13-fp:perf"}]
+    return {
+        "created": created, "complete": True, "machine": {}, "settings": {"only": None},
+        "suite": {"pyperformance": {"version": "1.14.0", "file": "p.whl", "sha256": "a" * 64},
+                  "pyperf": {"version": "2.10.0", "file": "q.whl", "sha256": "b" * 64}, "config": "benchmarks/suite.yaml",
+                  "min_loop_instructions": 50_000_000},
+        "benchmarks": ["go", "nbody"], "left_out": {}, "cells": cells, "configurations": configs,
+        "comparisons_planned": planned, "not_run": list(not_run),
+        "instructions": {"loops": {}, "timings": {k: {n: [[v]] for n, v in c.items()} for k, c in counts.items()},
+                         "raw": {}, "failures": {}, "seconds": {k: 60.0 for k in counts}},
+        "wallclock": {"files": {}, "means": {}, "compare": list(wall), "failures": {}, "seconds": {}},
+    }
+
+
+def test_suite_geometric_means_and_targets():
+    analysed = {(e["a"], e["b"]): e for e in suite.analyse_suite(suite_results())}
+    mode_311 = analysed[("3.11-fp:inactive", "3.11-fp:perf")]
+    assert mode_311["workloads"]["go"]["ratio"] == pytest.approx(1.3)
+    assert mode_311["geomean"] == pytest.approx((1.3 * 1.001) ** 0.5)
+    native = analysed[("3.13-fp:inactive", "3.13-fp:perf")]["geomean"]
+    assert native == pytest.approx((2.0 * 1.001) ** 0.5)
+    assert mode_311["geomean_limit"] == pytest.approx(native)      # backport no worse than native 3.13
+    vanilla = analysed[("3.11-fp-vanilla:inactive", "3.11-fp:inactive")]
+    assert vanilla["geomean"] == pytest.approx((1000 / 990 * 2000 / 1990) ** 0.5) and vanilla["geomean_limit"] == 1.01
+    assert suite.instruction_verdict(vanilla["geomean"], 1.01) == f"ok ({vanilla['geomean']:.4f} <= 1.0100)"
+    assert suite.instruction_verdict(1.0302, 1.01) == "MISSED by 2.00% (1.0302 > 1.0100)"
+
+
+def test_benchmark_failed_on_one_side_is_left_out_of_its_comparison():
+    results = suite_results()
+    del results["instructions"]["timings"]["3.11-fp:perf"]["go"]
+    results["instructions"]["failures"] = {"3.11-fp:perf": {"go": "go in 3.11-fp:perf exited 1: KeyError"}}
+    mode_311 = next(e for e in suite.analyse_suite(results) if e["b"] == "3.11-fp:perf")
+    assert list(mode_311["workloads"]) == ["nbody"]
+    assert "failed under cachegrind in `3.11-fp:perf`: `go`" in suite.render_markdown(results)
+
+
+def test_summary_table_sets_figures_beside_anchors_and_links_details(tmp_path):
+    wall = [{"kind": "mode", "a": "3.13-fp:inactive", "b": "3.13-fp:perf", "text": COMPARE_TO,
+             "verdicts": suite.parse_compare_to(COMPARE_TO)}]
+    old = suite_results("2026-11-23T10:00:00Z", not_run=[{"kind": "variant", "a": "3.13-release:inactive",
+                                                           "b": "3.13-fp:inactive", "reason": "no image of 3.13-release here (not built)"}])
+    (tmp_path / "suite-20261123T100000Z.json").write_text(json.dumps(old))
+    new = suite_results("2026-11-23T16:00:00Z", wall=wall)
+    new["instructions"]["timings"]["3.13-fp:perf"] = {"go": [[960.0]], "nbody": [[1000.0]]}
+    (tmp_path / "suite-20261123T160000Z.json").write_text(json.dumps(new))
+    text = summary.render(tmp_path)
+    lines = text.splitlines()
+    assert lines[0] == "# Benchmarks: runtime overhead of the perf trampolines" and "do not edit by hand" in text
+    table = [line for line in lines if line.startswith("| ")]
+    assert table[0].startswith("| comparison | metric | measured here (B/A) | wall clock (pyperf compare_to) | published anchor")
+    native = next(line for line in table if "3.13-fp: -X perf active vs inactive" in line)
+    # the newest file wins: 1.2 and 1.0 -> geometric mean 1.0954
+    assert "(#suite-20261123t160000z-3-13-fp-perf-vs-3-13-fp-inactive)" in native and "| 1.0954 (+9.54%) |" in native
+    assert "instructions, geometric mean of 2 benchmarks" in native
+    assert "1 of 2 significant: nbody" in native and "gh-109587" in native
+    backport = next(line for line in table if "3.11-fp: -X perf active vs inactive" in line)
+    assert "MISSED by 4.14% (1.1407 > 1.0954)" in backport
+    vanilla = next(line for line in table if "3.11-fp (patched) vs 3.11-fp-vanilla" in line)
+    assert "| none published |" in vanilla and "ok (1.0076 <= 1.0100)" in vanilla and "not measured" in vanilla
+    variant = next(line for line in table if "3.13-release" in line)
+    assert "PEP 831: +1.5 to +1.9% (x86-64), wall clock" in variant and "not run: no image of 3.13-release" in variant
+    assert '<a id="suite-20261123t160000z-3-13-fp-perf-vs-3-13-fp-inactive"></a>' in text
+    assert "https://peps.python.org/pep-0831/#performance" in text
+    assert text.count("## The standard suite") == 2   # every run's section, the newest first
+    assert text.index("2026-11-23T16:00:00Z") < text.index("2026-11-23T10:00:00Z")
+
+
+def test_summary_without_any_run_says_so(tmp_path):
+    text = summary.render(tmp_path)
+    assert "No standard-suite run yet" in text
+    assert "| frame pointers: fp vs release | - | not run |" in text
+
+
+def test_suite_command_line_errors(capsys):
+    assert command.main(["suite", "--cell", "3.13-nope"]) == 2
+    assert "unknown cell" in capsys.readouterr().err
+    assert command.main(["suite", "--no-instructions"]) == 2
+    assert "--no-instructions without --wallclock measures nothing" in capsys.readouterr().err
