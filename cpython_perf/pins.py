@@ -32,7 +32,6 @@ import datetime
 import html.parser
 import os
 import re
-import shutil
 import tempfile
 import urllib.error
 import urllib.request
@@ -145,8 +144,7 @@ class PythonOrg:
             return response.read().decode("utf-8", "replace")
 
     def _urlopen_download(self, url: str, dest: Path) -> None:
-        with urllib.request.urlopen(url, timeout=self.timeout) as response, open(dest, "wb") as out:
-            shutil.copyfileobj(response, out, 1 << 20)
+        sources.download(url, dest, self.timeout)
 
     def _offline(self, url: str, exc: BaseException) -> Offline:
         reason = getattr(exc, "reason", None) or exc

@@ -208,13 +208,18 @@ def download_url(recipe: Recipe) -> str:
     return recipe.url
 
 
+def download(url: str, dest: Path, timeout: float = 20) -> None:
+    """url's bytes into dest, streamed (urllib's errors propagate)."""
+    with urllib.request.urlopen(url, timeout=timeout) as response, open(dest, "wb") as out:
+        shutil.copyfileobj(response, out, 1 << 20)
+
+
 def _from_python_org(recipe: Recipe, tmp: Path, log) -> Path:
     dest = tmp / recipe.filename
     url = download_url(recipe)
     try:
-        with urllib.request.urlopen(url, timeout=20) as response, open(dest, "wb") as out:
-            log(f"downloading {url}")
-            shutil.copyfileobj(response, out, 1 << 20)
+        log(f"downloading {url}")
+        download(url, dest)
     except (urllib.error.URLError, OSError, TimeoutError) as exc:
         raise _NotHere(f"{url}: {getattr(exc, 'reason', exc)}") from None
     # the release's signature, published next to it (checked by fetch_source)
