@@ -142,7 +142,7 @@ _TOP_KEYS = {"smoke_cells", "default_cell", "base_suite", "arches", "default_arc
              "regression_tests", "profilers", "arch_cflags"}
 _PROFILER_KEYS = {"suite", "samply", "inferno", "py_spy"}
 _PY_SPY_KEYS = {"version", "sha256"}
-_VARIANT_KEYS = {"description", "cflags", "configure", "configure_since", "dwarf_stack_size"}
+_VARIANT_KEYS = {"description", "cflags", "configure", "configure_since", "dwarf_stack_size", "environment"}
 _VERSION_KEYS = {"recipe", "support", "series", "additions", "additions_header", "cells", "prerelease"}
 _CELL_KEYS = {"modes", "arches", "vanilla", "build_only"}
 _RECIPE_KEYS = {"version", "url", "sha256", "size", "debian", "configure"}
@@ -274,6 +274,9 @@ class Variant:
     # configure options of every cell of the variant, before the version-dependent ones
     # (e.g. distro: --enable-optimizations --with-lto)
     configure: tuple[str, ...] = ()
+    # environment variables set in the image, for its build and every run in it
+    # (e.g. ftasan: ASAN_OPTIONS)
+    environment: tuple[tuple[str, str], ...] = ()
 
     def configure_args(self, version: str) -> list[str]:
         have = version_tuple(version)
@@ -532,6 +535,8 @@ def load_recipe(path: Path, version_key: str) -> Recipe:
 
 # one configure option: --name or --name=value, nothing the shell would read
 _CONFIGURE_OPTION = re.compile(r"--[a-z][a-z0-9-]*(=[A-Za-z0-9_.,:/+=-]*)?")
+_ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
+_ENV_VALUE = re.compile(r"[A-Za-z0-9_.,:/=+-]*")
 
 
 def _load_variant(where: _Where, name, data) -> Variant:
@@ -562,7 +567,18 @@ def _load_variant(where: _Where, name, data) -> Variant:
     stack = data.get("dwarf_stack_size")
     if stack is not None and (not isinstance(stack, int) or not 8 <= stack <= 65528 or stack % 8):
         raise where.error(data, "dwarf_stack_size", "dwarf_stack_size must be a multiple of 8 from 8 to 65528")
-    return Variant(name, str(data.get("description") or ""), cflags, tuple(since), stack, tuple(configure))
+    environment_raw = data.get("environment") or {}
+    if not isinstance(environment_raw, dict):
+        raise where.error(data, "environment", f"environment of variant {name!r} must map NAME: value")
+    for key, value in environment_raw.items():
+        if not isinstance(key, str) or not _ENV_NAME.fullmatch(key):
+            raise where.error(environment_raw, key, f"environment variable {key!r} of variant {name!r} must be an "
+                                                    "upper-case NAME (A-Z, 0-9, _)")
+        if not isinstance(value, str) or not _ENV_VALUE.fullmatch(value):
+            raise where.error(environment_raw, key, f"the value of {key} in variant {name!r} must be a string of "
+                                                    "A-Z a-z 0-9 _ . , : / = + - (it is written into the Dockerfile)")
+    return Variant(name, str(data.get("description") or ""), cflags, tuple(since), stack, tuple(configure),
+                   tuple(sorted(environment_raw.items())))
 
 
 def load_matrix(path: Path | None = None) -> Matrix:

@@ -86,7 +86,7 @@ def test_unknown_selector_is_a_clear_error(kwargs, message):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--labels", "cell:3.13-fb"], "Did you mean: 3.13-fp"),
+    (["--labels", "cell:3.13-fpp"], "Did you mean: 3.13-fp"),
     (["--select", "arch:sparc"], "unknown arch 'sparc'"),
 ])
 def test_cli_unknown_selector_exits_nonzero(capsys, argv, message):

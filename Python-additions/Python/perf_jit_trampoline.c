@@ -113,6 +113,7 @@ static struct {
     uint64_t code_index;
     pid_t owner_pid;              // process that created the dump
     PyThread_type_lock lock;
+    int stopped;                  // a write failed: the dump takes no more
 } jit_state = {.fd = -1};
 
 static uint64_t
@@ -383,13 +384,16 @@ perf_map_jit_init(void)
     }
     char filename[100];
     snprintf(filename, sizeof(filename), "/tmp/jit-%jd.dump", (intmax_t)pid);
-    int flags = O_CREAT | O_TRUNC | O_RDWR | O_NOFOLLOW;
-#ifdef O_CLOEXEC
-    flags |= O_CLOEXEC;
-#endif
-    int fd = open(filename, flags, 0600);
-    if (fd < 0) {
-        _PyPerf_SetOSError(errno, "can't create /tmp/jit-PID.dump");
+    int fd = _PyPerf_OpenOwnFile(filename, O_RDWR);
+    if (fd < 0 || ftruncate(fd, 0) != 0) {
+        int err = errno;
+        if (fd >= 0) {
+            close(fd);
+        }
+        _PyPerf_SetOSError(err, err == EPERM
+            ? "can't use /tmp/jit-PID.dump: it must be a regular file of "
+              "this user with no other name (made by someone else?)"
+            : "can't create /tmp/jit-PID.dump");
         return NULL;
     }
     long page_size = sysconf(_SC_PAGESIZE);
@@ -442,15 +446,37 @@ perf_map_jit_init(void)
     jit_state.marker = marker;
     jit_state.marker_size = (size_t)page_size;
     jit_state.code_index = 0;
+    jit_state.stopped = 0;
     jit_state.owner_pid = pid;
     return &jit_state;
+}
+
+/* A record could not be written whole (a full disk, a file size limit):
+   cut the dump back to its last complete record, where perf inject stops
+   reading, and write nothing more to it (a record after a partial one
+   would be read from the wrong offset).  Said once, on stderr.  Called
+   with the lock held. */
+static void
+stop_dump(off_t complete_size, int err)
+{
+    jit_state.stopped = 1;
+    if (complete_size >= 0) {
+        (void)ftruncate(jit_state.fd, complete_size);
+        (void)lseek(jit_state.fd, complete_size, SEEK_SET);
+    }
+    fprintf(stderr, "Python: warning: perf trampoline: writing "
+            "/tmp/jit-%ld.dump failed (%s); it ends with the last complete "
+            "record and takes no more\n", (long)jit_state.owner_pid,
+            strerror(err));
+    fflush(stderr);
 }
 
 static void
 perf_map_jit_write_entry(void *state, const void *code_addr,
                          unsigned int code_size, PyCodeObject *co)
 {
-    if (jit_state.fd < 0) {
+    if (jit_state.fd < 0 || jit_state.stopped) {
+        _PyPerf_EntryNotWritten();
         return;
     }
     PyObject *tofree1, *tofree2;
@@ -466,6 +492,7 @@ perf_map_jit_write_entry(void *state, const void *code_addr,
     size_t load_rec_size = sizeof(jitdump_code_load) + name_size + code_size;
     uint8_t *buf = PyMem_RawCalloc(1, unwind_rec_size + load_rec_size);
     if (buf == NULL) {
+        _PyPerf_EntryNotWritten();
         goto done;
     }
 
@@ -494,7 +521,15 @@ perf_map_jit_write_entry(void *state, const void *code_addr,
     cl->code_index = ++jit_state.code_index;
     ui->p.timestamp = monotonic_ns();
     cl->p.timestamp = monotonic_ns();
-    (void)write_all(jit_state.fd, buf, unwind_rec_size + load_rec_size);
+    if (!jit_state.stopped) {
+        off_t end = lseek(jit_state.fd, 0, SEEK_CUR);
+        if (write_all(jit_state.fd, buf, unwind_rec_size + load_rec_size) < 0) {
+            stop_dump(end, errno);
+        }
+    }
+    if (jit_state.stopped) {
+        _PyPerf_EntryNotWritten();
+    }
     PyThread_release_lock(jit_state.lock);
     PyMem_RawFree(buf);
 done:

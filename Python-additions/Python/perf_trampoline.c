@@ -37,6 +37,8 @@
 
 #ifndef MS_WINDOWS
 #  include <fcntl.h>                  // open()
+#  include <pthread.h>                // pthread_atfork()
+#  include <sys/stat.h>               // fstat()
 #  include <unistd.h>                 // getpid()
 #endif
 #include <stdio.h>
@@ -84,8 +86,50 @@ _PyPerf_CodeStringUTF8(PyObject *str, PyObject **tofree)
  * extensions whether or not the trampoline is active.
  */
 
+/* Open (creating it if missing) one of the profiler's files in /tmp, whose
+   names anyone can predict: never through a symbolic link, and only a
+   regular file that belongs to this process's effective user and has no
+   other name (a file created beforehand by another user would receive code
+   addresses, and a hard link would let the dump's truncation reach another
+   file).  The file is not truncated here: a caller that wants it empty
+   truncates it after this check.  Returns the descriptor, or -1 with errno
+   set (EPERM for a file that fails the check). */
+int
+_PyPerf_OpenOwnFile(const char *path, int flags)
+{
+#ifndef MS_WINDOWS
+    flags |= O_CREAT | O_NOFOLLOW;
+    flags &= ~O_TRUNC;
+#ifdef O_CLOEXEC
+    flags |= O_CLOEXEC;
+#endif
+    int fd = open(path, flags, 0600);
+    if (fd < 0) {
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int err = errno;
+        close(fd);
+        errno = err;
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_nlink != 1) {
+        close(fd);
+        errno = EPERM;
+        return -1;
+    }
+    return fd;
+#else
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
 static PerfMapState perf_map_state;
 static long perf_map_pid = -1;    // process that opened perf_map_state
+
+static void perf_map_before_fork(void);
 
 int
 PyUnstable_PerfMapState_Init(void)
@@ -96,13 +140,8 @@ PyUnstable_PerfMapState_Init(void)
     }
     char filename[100];
     pid_t pid = getpid();
-    // O_NOFOLLOW: never write through a symlink planted in /tmp.
-    int flags = O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW;
-#ifdef O_CLOEXEC
-    flags |= O_CLOEXEC;
-#endif
     snprintf(filename, sizeof(filename), "/tmp/perf-%jd.map", (intmax_t)pid);
-    int fd = open(filename, flags, 0600);
+    int fd = _PyPerf_OpenOwnFile(filename, O_WRONLY | O_APPEND);
     if (fd == -1) {
         return -1;
     }
@@ -118,9 +157,44 @@ PyUnstable_PerfMapState_Init(void)
             return -2;
         }
     }
+    static int before_fork_registered = 0;
+    if (!before_fork_registered) {
+        before_fork_registered = pthread_atfork(perf_map_before_fork,
+                                                NULL, NULL) == 0;
+    }
     perf_map_state.perf_map = file;
     perf_map_pid = (long)pid;
 #endif
+    return 0;
+}
+
+/* Append data to the map with the map lock held, whole or not at all: a
+   line cut short (a full disk, a file size limit) is cut off again, so that
+   the next line is not glued to it.  The map's stream is only a holder of
+   the descriptor: nothing is ever buffered in it. */
+static int
+append_to_map(const char *data, size_t size)
+{
+    int fd = fileno(perf_map_state.perf_map);
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        return -1;
+    }
+    const char *p = data;
+    while (size > 0) {
+        ssize_t n = write(fd, p, size);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            int err = errno;
+            (void)ftruncate(fd, st.st_size);
+            errno = err;
+            return -1;
+        }
+        p += n;
+        size -= (size_t)n;
+    }
     return 0;
 }
 
@@ -135,13 +209,22 @@ PyUnstable_WritePerfMapEntry(const void *code_addr, unsigned int code_size,
             return ret;
         }
     }
+    int size = snprintf(NULL, 0, "%" PRIxPTR " %x %s\n",
+                        (uintptr_t)code_addr, code_size, entry_name);
+    char *line = size > 0 ? PyMem_RawMalloc((size_t)size + 1) : NULL;
+    if (line == NULL) {
+        return -1;
+    }
+    snprintf(line, (size_t)size + 1, "%" PRIxPTR " %x %s\n",
+             (uintptr_t)code_addr, code_size, entry_name);
     PyThread_acquire_lock(perf_map_state.map_lock, WAIT_LOCK);
-    fprintf(perf_map_state.perf_map, "%" PRIxPTR " %x %s\n",
-            (uintptr_t)code_addr, code_size, entry_name);
-    fflush(perf_map_state.perf_map);
+    int result = append_to_map(line, (size_t)size);
     PyThread_release_lock(perf_map_state.map_lock);
-#endif
+    PyMem_RawFree(line);
+    return result;
+#else
     return 0;
+#endif
 }
 
 void
@@ -160,8 +243,10 @@ PyUnstable_PerfMapState_Fini(void)
 #endif
 }
 
-int
-PyUnstable_CopyPerfMapFile(const char *parent_filename)
+/* Append the first `limit` bytes of parent_filename (all of it if limit is
+   negative) to this process's map. */
+static int
+copy_perf_map_file(const char *parent_filename, long long limit)
 {
 #ifndef MS_WINDOWS
     FILE *from = fopen(parent_filename, "r");
@@ -178,25 +263,86 @@ PyUnstable_CopyPerfMapFile(const char *parent_filename)
     char buf[4096];
     int result = 0;
     PyThread_acquire_lock(perf_map_state.map_lock, WAIT_LOCK);
-    for (;;) {
-        size_t nread = fread(buf, 1, sizeof(buf), from);
+    while (limit != 0) {
+        size_t want = sizeof(buf);
+        if (limit > 0 && (unsigned long long)limit < want) {
+            want = (size_t)limit;
+        }
+        size_t nread = fread(buf, 1, want, from);
         if (nread == 0) {
             if (ferror(from)) {
                 result = -1;
             }
             break;
         }
-        if (fwrite(buf, 1, nread, perf_map_state.perf_map) != nread) {
+        if (append_to_map(buf, nread) != 0) {
             result = -1;
             break;
         }
-    }
-    if (fflush(perf_map_state.perf_map) != 0) {
-        result = -1;
+        if (limit > 0) {
+            limit -= (long long)nread;
+        }
     }
     PyThread_release_lock(perf_map_state.map_lock);
     fclose(from);
     return result;
+#else
+    return 0;
+#endif
+}
+
+int
+PyUnstable_CopyPerfMapFile(const char *parent_filename)
+{
+    return copy_perf_map_file(parent_filename, -1);
+}
+
+/* What the map held at the last fork() (taken in the parent by a
+   pthread_atfork() prepare handler, so it belongs to the very fork() a child
+   comes from, whoever called it; read in the child): the process whose map
+   it is and its size.  A child copies exactly that much: what the parent
+   writes after fork() names the parent's new trampolines, at addresses the
+   child hands out for code of its own. */
+static struct {
+    long map_pid;             // owner of the map file (-1: none open)
+    long long map_size;
+} map_at_fork = {-1, -1};
+
+static void
+perf_map_before_fork(void)
+{
+#ifndef MS_WINDOWS
+    map_at_fork.map_pid = -1;
+    map_at_fork.map_size = -1;
+    if (perf_map_state.perf_map != NULL && perf_map_pid == (long)getpid()) {
+        struct stat st;
+        PyThread_acquire_lock(perf_map_state.map_lock, WAIT_LOCK);
+        if (fstat(fileno(perf_map_state.perf_map), &st) == 0) {
+            map_at_fork.map_pid = perf_map_pid;
+            map_at_fork.map_size = (long long)st.st_size;
+        }
+        PyThread_release_lock(perf_map_state.map_lock);
+    }
+#endif
+}
+
+/* In a forked child: start the child's own map as a copy of what the
+   parent's held at fork(). */
+static int
+perf_map_copy_parent_map(void)
+{
+#ifndef MS_WINDOWS
+    char filename[100];
+    if (map_at_fork.map_pid < 0) {
+        // The parent had no map open: the child's starts empty.
+        return PyUnstable_PerfMapState_Init();
+    }
+    snprintf(filename, sizeof(filename), "/tmp/perf-%ld.map",
+             map_at_fork.map_pid);
+    if (map_at_fork.map_size == 0) {
+        return PyUnstable_PerfMapState_Init();
+    }
+    return copy_perf_map_file(filename, map_at_fork.map_size);
 #else
     return 0;
 #endif
@@ -277,10 +423,11 @@ typedef struct code_arena {
 
 static struct {
     perf_status_t status;
-    // co_extra index of the code entries: taken at the first activation in
-    // an interpreter and kept until the interpreter is finalized
+    // co_extra index of the code entries in the main interpreter (the only
+    // one the trampoline runs in: co_extra indices, like the frame
+    // evaluator, belong to one interpreter each): taken at the first
+    // activation and kept until the interpreter is finalized
     Py_ssize_t extra_code_index;
-    PyInterpreterState *extra_interp;   // interpreter the index belongs to
     code_arena_t *arena;      // newest arena; older ones through ->prev
     size_t code_size;         // bytes of the template
     _PyPerf_Callbacks requested;  // backend the next activation starts
@@ -294,6 +441,7 @@ static struct {
     long output_pid[N_OUTPUTS];           // process that output belongs to
     int persist_after_fork;
     int arena_failure_reported;
+    int entry_not_written;    // set by a backend whose write failed
     // PEP 523 evaluator installed when the trampoline was activated: the
     // trampolines call it, deactivation puts it back (gh-137291); NULL: none
     _PyFrameEvalFunction prev_eval;
@@ -348,7 +496,10 @@ perf_map_init_state(void)
             PyErr_NoMemory();
         }
         else {
-            _PyPerf_SetOSError(errno, "can't open /tmp/perf-PID.map");
+            _PyPerf_SetOSError(errno, errno == EPERM
+                ? "can't use /tmp/perf-PID.map: it must be a regular file of "
+                  "this user with no other name (made by someone else?)"
+                : "can't open /tmp/perf-PID.map");
         }
         return NULL;
     }
@@ -359,6 +510,7 @@ static void
 perf_map_write_entry(void *state, const void *code_addr,
                      unsigned int code_size, PyCodeObject *co)
 {
+    int failed = 1;
     PyObject *tofree1, *tofree2;
     const char *name = _PyPerf_CodeStringUTF8(_PyPerf_CODE_NAME(co), &tofree1);
     const char *filename = _PyPerf_CodeStringUTF8(co->co_filename, &tofree2);
@@ -366,11 +518,14 @@ perf_map_write_entry(void *state, const void *code_addr,
     char *entry = PyMem_RawMalloc(size);
     if (entry != NULL) {
         snprintf(entry, size, "py::%s:%s", name, filename);
-        PyUnstable_WritePerfMapEntry(code_addr, code_size, entry);
+        failed = PyUnstable_WritePerfMapEntry(code_addr, code_size, entry);
         PyMem_RawFree(entry);
     }
     Py_XDECREF(tofree1);
     Py_XDECREF(tofree2);
+    if (failed) {
+        _PyPerf_EntryNotWritten();
+    }
 }
 
 static int
@@ -413,6 +568,13 @@ static code_arena_t *
 new_code_arena(size_t chunk_size)
 {
     size_t code_size = template_size();
+    if (chunk_size < code_size || chunk_size > PERF_ARENA_SIZE) {
+        PyErr_Format(PyExc_ValueError,
+                     "perf trampoline: a trampoline slot of %zu bytes does "
+                     "not fit an arena of %d bytes", chunk_size,
+                     PERF_ARENA_SIZE);
+        return NULL;
+    }
     char *memory = mmap(NULL, PERF_ARENA_SIZE, PROT_READ | PROT_WRITE,
                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (memory == MAP_FAILED) {
@@ -544,9 +706,14 @@ publish_trampoline(PyCodeObject *co, code_entry_t *entry)
         entry->chunk_size = perf.chunk_size;
         memset(entry->published, 0, sizeof(entry->published));
     }
+    perf.entry_not_written = 0;
     perf.api.write_state(perf.state, (const void *)entry->trampoline,
                          (unsigned int)perf.code_size, co);
-    entry->published[perf.output] = perf.output_gen[perf.output];
+    if (!perf.entry_not_written) {
+        // Written: not again until the output changes.  Otherwise the next
+        // call tries again (a full disk may have room by then).
+        entry->published[perf.output] = perf.output_gen[perf.output];
+    }
     result = entry->trampoline;
 done:
     PyErr_Clear();
@@ -582,6 +749,14 @@ py_trampoline_evaluator(PyThreadState *ts, _PyPerf_Frame *frame, int throwflag)
         }
     }
     return next(ts, frame, throwflag);
+}
+
+/* Called by a backend's write_state when the entry could not be written
+   whole: the code object is published again on its next call. */
+void
+_PyPerf_EntryNotWritten(void)
+{
+    perf.entry_not_written = 1;
 }
 
 /* Called by a backend's init_state: reserve `padding` bytes after each
@@ -708,6 +883,16 @@ _PyPerfTrampoline_Init(int activate)
 {
 #ifdef PY_HAVE_PERF_TRAMPOLINE
     PyInterpreterState *interp = _PyInterpreterState_GET();
+    if (interp != PyInterpreterState_Main()) {
+        if (!activate) {
+            return 0;    // never active here: nothing to deactivate
+        }
+        PyErr_SetString(PyExc_RuntimeError,
+                        "perf trampoline: can only be activated in the main "
+                        "interpreter (co_extra indices and the frame "
+                        "evaluator belong to one interpreter each)");
+        return -1;
+    }
     if (!activate) {
         // A PEP 523 evaluator installed over the trampoline, or one the
         // trampoline ran, stays.
@@ -718,8 +903,8 @@ _PyPerfTrampoline_Init(int activate)
     if (perf.requested.write_state == NULL) {
         perf.requested = _Py_perfmap_callbacks;
     }
-    if (perf.extra_code_index == -1 || perf.extra_interp != interp) {
-        // Once per interpreter: the entries outlive backend switches.
+    if (perf.extra_code_index == -1) {
+        // Once: the entries outlive activations and backend switches.
         Py_ssize_t index = _PyEval_RequestCodeExtraIndex(free_code_entry);
         if (index < 0) {
             PyErr_SetString(PyExc_RuntimeError,
@@ -728,7 +913,6 @@ _PyPerfTrampoline_Init(int activate)
             return -1;
         }
         perf.extra_code_index = index;
-        perf.extra_interp = interp;
     }
     if (!perf.state_ready
         || perf.requested.write_state != perf.api.write_state
@@ -765,7 +949,6 @@ _PyPerfTrampoline_Fini(void)
     _PyPerfJit_CloseDump();
     // The interpreter goes away with its co_extra indices.
     perf.extra_code_index = -1;
-    perf.extra_interp = NULL;
 #endif
     return 0;
 }
@@ -803,29 +986,34 @@ PyUnstable_PerfTrampoline_SetPersistAfterFork(int enable)
 PyStatus
 _PyPerfTrampoline_AfterFork_Child(void)
 {
-    long parent_map_pid = perf_map_pid;
     perf_map_after_fork_child();
 #ifdef PY_HAVE_PERF_TRAMPOLINE
+    /* The free slots of the arenas inherited from the parent are the ones
+       the parent goes on handing out for its own new code.  perf follows
+       fork(): it resolves addresses in an arena the parent mapped with the
+       parent's map, so a child function in such a slot would be reported
+       under the parent's function there.  The child's new trampolines go to
+       arenas it maps itself (resolved with its own map); the inherited ones
+       stay mapped and in use, but give out no more slots. */
+    for (code_arena_t *a = perf.arena; a != NULL; a = a->prev) {
+        a->size_left = 0;
+    }
     if (!perf.state_ready) {
         return _PyStatus_OK();
     }
-    if (perf.persist_after_fork && perf.output == OUTPUT_PERF_MAP) {
+    if (perf.persist_after_fork && perf.output == OUTPUT_PERF_MAP
+        && perf_map_copy_parent_map() == 0)
+    {
         /* Keep the inherited trampolines: the child's map starts as a copy of
-           the parent's map, so every entry published there stays published,
-           and grows with the child's new code. */
-        char filename[100];
-        snprintf(filename, sizeof(filename), "/tmp/perf-%ld.map",
-                 parent_map_pid >= 0 ? parent_map_pid : (long)getppid());
-        if (PyUnstable_CopyPerfMapFile(filename) != 0) {
-            return _PyStatus_ERR("Failed to copy perf map file.");
-        }
+           the parent's map as it was at fork(), so every entry published
+           there stays published, and grows with the child's new code. */
         perf.output_pid[OUTPUT_PERF_MAP] = (long)getpid();
         return _PyStatus_OK();
     }
-    /* Start over in the child with files of its own: the inherited
-       trampolines are published to them again as the child calls them.
-       Nothing is unmapped: the child is itself running on inherited
-       trampolines. */
+    /* Start over in the child with files of its own (also when the parent's
+       map could not be copied): the inherited trampolines are published to
+       them again as the child calls them.  Nothing is unmapped: the child is
+       itself running on inherited trampolines. */
     int was_active = _PyIsPerfTrampolineActive();
     stop_backend();     // the jitdump backend drops the parent's descriptor
     if (was_active) {
@@ -839,8 +1027,6 @@ _PyPerfTrampoline_AfterFork_Child(void)
         }
         PyErr_Restore(et, ev, tb);
     }
-#else
-    (void)parent_map_pid;
 #endif
     return _PyStatus_OK();
 }
@@ -850,12 +1036,12 @@ _PyPerfTrampoline_AfterFork_Child(void)
  * Startup (-X perf, PYTHONPERFSUPPORT, -X perf_jit, PYTHON_PERF_JIT_SUPPORT)
  */
 
-int
+void
 _PyPerfTrampoline_InitFromConfig(int mode)
 {
 #ifdef PY_HAVE_PERF_TRAMPOLINE
     if (mode == 0) {
-        return 0;
+        return;
     }
     _PyPerf_Callbacks *cb = (mode == 2) ? &_Py_perfmap_jit_callbacks
                                         : &_Py_perfmap_callbacks;
@@ -884,7 +1070,6 @@ _PyPerfTrampoline_InitFromConfig(int mode)
         Py_XDECREF(tb);
     }
 #endif
-    return 0;
 }
 
 

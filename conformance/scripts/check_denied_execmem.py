@@ -38,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 
+import childcheck
 from childcheck import offers_perf_jit
 
 CANNOT_CHECK = 2
@@ -144,18 +145,7 @@ def cleanup(pid):
 
 
 def build_shim(workdir, name, defines=()):
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        return None, "no C compiler (cc) here"
-    src = os.path.join(workdir, "deny_execmem.c")
-    lib = os.path.join(workdir, name + ".so")
-    with open(src, "w") as fh:
-        fh.write(SHIM)
-    proc = subprocess.run([cc, "-shared", "-fPIC", "-O1", *defines, "-o", lib, src, "-ldl"],
-                          capture_output=True, text=True, timeout=300)
-    if proc.returncode != 0:
-        return None, f"cc could not build the shim: {proc.stderr.strip()[-800:]}"
-    return lib, None
+    return childcheck.build_shim(SHIM, workdir, name, defines)
 
 
 def message_ok(text):
@@ -228,7 +218,7 @@ def check_startup(env, label, args, extra_env):
 
 
 def shim_env(lib):
-    env = dict(os.environ, LD_PRELOAD=lib)
+    env = childcheck.preload_env(lib)
     for key in ("PYTHONPERFSUPPORT", "PYTHON_PERF_JIT_SUPPORT"):
         env.pop(key, None)
     return env

@@ -31,11 +31,12 @@ Exit status: 0 = fixed, 1 = defect present (message on stderr),
 2 = cannot be checked here.  Standard library only.
 """
 import os
-import shutil
 import struct
 import subprocess
 import sys
 import tempfile
+
+import childcheck
 
 CANNOT_CHECK = 2
 JITDUMP_MAGIC = 0x4A695444
@@ -165,17 +166,9 @@ def cannot(msg):
 
 
 def build_shim(workdir):
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        cannot("no C compiler (cc) to build the noexec-/tmp shim")
-    src = os.path.join(workdir, "noexec_tmp.c")
-    lib = os.path.join(workdir, "noexec_tmp.so")
-    with open(src, "w") as fh:
-        fh.write(SHIM)
-    proc = subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", lib, src, "-ldl"],
-                          capture_output=True, text=True, timeout=300)
-    if proc.returncode != 0:
-        cannot(f"cc could not build the shim: {proc.stderr.strip()[-800:]}")
+    lib, why_not = childcheck.build_shim(SHIM, workdir, "noexec_tmp")
+    if lib is None:
+        cannot(why_not)
     return lib
 
 
@@ -244,7 +237,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="noexec-tmp-") as workdir:
         lib = build_shim(workdir)
         log = os.path.join(workdir, "refusals.log")
-        env = dict(os.environ, LD_PRELOAD=lib, NOEXEC_TMP_LOG=log)
+        env = childcheck.preload_env(lib, NOEXEC_TMP_LOG=log)
         env.pop("PYTHONPERFSUPPORT", None)
         env.pop("PYTHON_PERF_JIT_SUPPORT", None)
         probe = subprocess.run([sys.executable, "-c", SHIM_PROBE], capture_output=True, text=True,

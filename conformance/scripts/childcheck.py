@@ -6,6 +6,7 @@ check run as `python3 /src/check_x.py` imports it with `import childcheck`.
 """
 import json
 import os
+import shutil
 import signal
 import struct
 import subprocess
@@ -105,3 +106,28 @@ def offers_perf_jit(env=None):
     answer, _, pid = proc.stdout.strip().partition(" ")
     remove_perf_files(pid)
     return answer == "yes"
+
+
+def build_shim(source, workdir, name, defines=()):
+    """Build an LD_PRELOAD shim from C source with the image's cc: (path of the .so, None) or (None, why not)."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        return None, "no C compiler (cc) here to build the LD_PRELOAD shim"
+    src = os.path.join(workdir, name + ".c")
+    lib = os.path.join(workdir, name + ".so")
+    with open(src, "w") as fh:
+        fh.write(source)
+    proc = subprocess.run([cc, "-shared", "-fPIC", "-O1", *defines, "-o", lib, src, "-ldl"],
+                          capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        return None, f"cc could not build the shim: {proc.stderr.strip()[-800:]}"
+    return lib, None
+
+
+def preload_env(lib, **extra):
+    """os.environ with the shim preloaded (and extra variables).  An AddressSanitizer build wants its runtime
+    first in the library list and refuses to start otherwise; the shims wrap only libc calls, so ASan is told to
+    let the order be."""
+    env = dict(os.environ, LD_PRELOAD=lib, **extra)
+    env["ASAN_OPTIONS"] = ":".join(filter(None, [env.get("ASAN_OPTIONS"), "verify_asan_link_order=0"]))
+    return env

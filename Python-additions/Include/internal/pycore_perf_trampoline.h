@@ -83,11 +83,20 @@ extern _PyPerf_Callbacks _Py_perfmap_jit_callbacks;
 extern void _PyPerfJit_CloseDump(void);
 /* Set OSError(err, "perf trampoline: <what>: <strerror(err)>"). */
 extern void _PyPerf_SetOSError(int err, const char *what);
+/* Called by a backend's write_state when the entry was not written whole:
+   the code object is then published again on its next call. */
+extern void _PyPerf_EntryNotWritten(void);
 #endif
 
+/* Open one of the profiler's files in /tmp (created if missing, never
+   truncated): -1 with errno EPERM unless it is a regular file of the
+   effective user with one link, and never through a symbolic link. */
+extern int _PyPerf_OpenOwnFile(const char *path, int flags);
+
 /* Start the trampoline selected at startup (mode 1: perf map, 2: perf_jit).
-   Returns 0 on success, -1 with an exception set on failure. */
-extern int _PyPerfTrampoline_InitFromConfig(int mode);
+   Never fails: a trampoline that cannot start is reported with one warning
+   line on stderr and the program runs without it. */
+extern void _PyPerfTrampoline_InitFromConfig(int mode);
 
 /* Implementations of sys.activate_stack_trampoline(),
    sys.deactivate_stack_trampoline() and sys.is_stack_trampoline_active(). */
