@@ -402,12 +402,14 @@ typedef enum {
    output the generation it was published to.  One entry per code object for
    the life of the interpreter, whatever the backend: switching backends
    publishes the same trampoline again instead of taking a new co_extra index
-   (CPython has 255; upstream takes one per activation).  Freed with the code
-   object. */
-typedef struct {
+   (CPython has 255; upstream takes one per activation).  When the code
+   object is freed, an entry whose slot may serve again waits in
+   perf.free_slots for a new code object; the others are freed. */
+typedef struct code_entry {
     py_trampoline trampoline;
     size_t chunk_size;
     unsigned int published[N_OUTPUTS];
+    struct code_entry *next_free;   // next in perf.free_slots
 } code_entry_t;
 
 typedef struct code_arena {
@@ -442,6 +444,8 @@ static struct {
     int persist_after_fork;
     int arena_failure_reported;
     int entry_not_written;    // set by a backend whose write failed
+    // entries of freed code objects whose slot may serve a new one
+    code_entry_t *free_slots;
     // PEP 523 evaluator installed when the trampoline was activated: the
     // trampolines call it, deactivation puts it back (gh-137291); NULL: none
     _PyFrameEvalFunction prev_eval;
@@ -653,10 +657,62 @@ compile_trampoline(void)
     return trampoline;
 }
 
-static void
-free_code_entry(void *entry)
+/* Whether the slot of a freed code object may serve another one: only if
+   no output without timestamps named it.  perf inject names an address of
+   the jitdump after the code loaded there last, so the dump may name a slot
+   again; the perf map (or another tool's output) would name it twice for
+   the whole recording.  The code in every slot is the same, so a frame of
+   the freed code still returning through the slot runs on unharmed. */
+static int
+slot_reusable(const code_entry_t *entry)
 {
+    return entry->trampoline != NULL
+           && entry->published[OUTPUT_PERF_MAP] == 0
+           && entry->published[OUTPUT_OTHER] == 0;
+}
+
+static void
+free_code_entry(void *ptr)
+{
+    code_entry_t *entry = ptr;
+    if (entry == NULL) {
+        return;     // CPython calls it for empty slots too
+    }
+    if (perf.extra_code_index != -1 && slot_reusable(entry)) {
+        entry->next_free = perf.free_slots;
+        perf.free_slots = entry;
+        return;
+    }
     PyMem_RawFree(entry);
+}
+
+/* An entry of a freed code object with a slot of chunk_size bytes, taken
+   off the free list and cleared for a new code object; NULL if none. */
+static code_entry_t *
+reuse_free_slot(size_t chunk_size)
+{
+    for (code_entry_t **link = &perf.free_slots; *link != NULL;
+         link = &(*link)->next_free)
+    {
+        code_entry_t *entry = *link;
+        if (entry->chunk_size == chunk_size) {
+            *link = entry->next_free;
+            entry->next_free = NULL;
+            memset(entry->published, 0, sizeof(entry->published));
+            return entry;
+        }
+    }
+    return NULL;
+}
+
+static void
+drop_free_slots(void)
+{
+    while (perf.free_slots != NULL) {
+        code_entry_t *next = perf.free_slots->next_free;
+        PyMem_RawFree(perf.free_slots);
+        perf.free_slots = next;
+    }
 }
 
 /* Called with the evaluator's executable memory exhausted or refused while
@@ -683,13 +739,16 @@ publish_trampoline(PyCodeObject *co, code_entry_t *entry)
     PyErr_Fetch(&et, &ev, &tb);     // may be called with an exception set
     py_trampoline result = NULL;
     if (entry == NULL) {
-        entry = PyMem_RawCalloc(1, sizeof(code_entry_t));
+        entry = reuse_free_slot(perf.chunk_size);
+        if (entry == NULL) {
+            entry = PyMem_RawCalloc(1, sizeof(code_entry_t));
+        }
         if (entry == NULL) {
             goto done;              // run untracked this time
         }
         if (_PyCode_SetExtra((PyObject *)co, perf.extra_code_index,
                              entry) < 0) {
-            PyMem_RawFree(entry);
+            free_code_entry(entry);
             goto done;
         }
     }
@@ -949,6 +1008,7 @@ _PyPerfTrampoline_Fini(void)
     _PyPerfJit_CloseDump();
     // The interpreter goes away with its co_extra indices.
     perf.extra_code_index = -1;
+    drop_free_slots();
 #endif
     return 0;
 }
@@ -998,6 +1058,7 @@ _PyPerfTrampoline_AfterFork_Child(void)
     for (code_arena_t *a = perf.arena; a != NULL; a = a->prev) {
         a->size_left = 0;
     }
+    drop_free_slots();      // slots of those arenas too
     if (!perf.state_ready) {
         return _PyStatus_OK();
     }
