@@ -161,11 +161,17 @@ def latest_results(results_dir: Path) -> list[CaseResult]:
     return list(newest.values())
 
 
+# The package whose tests are checks of a cell; a unit test of the driver parametrised by a cell name
+# (tests/...) says nothing about that cell's interpreter and never counts for it.
+CONFORMANCE_PACKAGE = "conformance"
+
+
 def cell_of(case: CaseResult, cell_names) -> tuple[str | None, str]:
-    """(cell, check) of a testcase: the longest cell name its parametrize id starts with."""
+    """(cell, check) of a conformance testcase: the longest cell name its parametrize id starts with.
+    Any other testcase belongs to no cell."""
     pid = case.param_id
-    if pid is None:
-        return None, case.function
+    if pid is None or case.classname.split(".", 1)[0] != CONFORMANCE_PACKAGE:
+        return None, case.function if pid is None else case.name
     matches = [c for c in cell_names if pid == c or pid.startswith(c + "-")]
     if not matches:
         return None, case.name

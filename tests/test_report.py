@@ -37,8 +37,23 @@ SKIP = '<skipped type="pytest.skip" message="3.12-fp: source not available here"
 FAIL = '<failure message="AssertionError: chain broken (perf, xoption)">trace</failure>'
 
 
-def cr(name):
-    return report.CaseResult(name=name, classname="c", outcome="passed")
+def cr(name, classname="conformance.test_checks"):
+    return report.CaseResult(name=name, classname=classname, outcome="passed")
+
+
+def test_only_conformance_results_count_for_a_cell(tmp_path):
+    """A unit test parametrised by a cell name (tests/...) is not a check of that cell's interpreter."""
+    cells = list(MATRIX.cells)
+    unit = cr("test_an_x86_cell_on_an_arm64_host_is_a_clear_error[3.13-release-i386]", "tests.test_host_arch")
+    assert report.cell_of(unit, cells) == (None, unit.name)
+    junit(tmp_path / "tests-junit.xml", "\n".join([
+        case("test_an_x86_cell_on_an_arm64_host_is_a_clear_error[3.13-release-i386]", cls="tests.test_host_arch"),
+        case("test_seed_chain[3.13-fp-perf-xoption]"),
+    ]))
+    built = report.build_report(MATRIX, report.latest_results(tmp_path))
+    assert built.status("3.13-release-i386") == "not run"
+    assert list(built.grid["3.13-fp"]) == ["test_seed_chain[perf-xoption]"]
+    assert [c.name for c in built.unbound] == [unit.name]
 
 
 def test_cell_of_takes_the_longest_cell_name():
@@ -135,7 +150,8 @@ def test_unit_tests_are_summarised_apart_and_bad_files_ignored(tmp_path):
 
 
 def test_reads_the_junit_file_pytest_really_writes(tmp_path):
-    (tmp_path / "test_fake.py").write_text(textwrap.dedent("""\
+    (tmp_path / "conformance").mkdir()
+    (tmp_path / "conformance" / "test_fake.py").write_text(textwrap.dedent("""\
         import pytest
 
         @pytest.mark.parametrize("cell", ["3.13-fp", "3.12-fp"])
@@ -146,7 +162,8 @@ def test_reads_the_junit_file_pytest_really_writes(tmp_path):
         """))
     out = tmp_path / "results" / "3.13-fp" / "junit.xml"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
-    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path / "test_fake.py"),
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                    str(tmp_path / "conformance" / "test_fake.py"),
                     f"--junitxml={out}", "--rootdir", str(tmp_path)], cwd=tmp_path, env=env, check=True,
                    capture_output=True)
     rep = report.build_report(MATRIX, report.latest_results(tmp_path / "results"))

@@ -89,7 +89,14 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "evalhook", NULL, -1,
 PyMODINIT_FUNC
 PyInit_evalhook(void)
 {
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+#ifdef Py_GIL_DISABLED
+    /* the hook's counter is only touched by the thread running the frames */
+    if (m != NULL && PyUnstable_Module_SetGIL(m, Py_MOD_GIL_NOT_USED) < 0) {
+        Py_CLEAR(m);
+    }
+#endif
+    return m;
 }
 '''
 
