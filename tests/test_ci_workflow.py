@@ -334,3 +334,43 @@ def test_the_weekly_pin_check_job():
     for step in job["steps"]:
         if "uses" in step:
             assert re.fullmatch(r"[\w./-]+@[0-9a-f]{40}", step["uses"]), step["uses"]
+
+
+def _steps(workflow: dict):
+    for job in workflow["jobs"].values():
+        yield from job.get("steps", [])
+
+
+def test_reruns_find_their_artifacts_and_only_push_and_schedule_write_the_cache():
+    """Any job can be re-run alone or with all for a week: every upload overwrites (a re-run answers 409
+    otherwise) and image artifacts live 7 days; pull requests never write the image cache."""
+    for name in FILES:
+        for step in _steps(load(name)):
+            if str(step.get("uses", "")).startswith("actions/upload-artifact@"):
+                assert step["with"].get("overwrite") is True, f"{name}: {step.get('name') or step['with']['name']}"
+    image = load("image.yml")
+    uploads = [s for s in _steps(image) if str(s.get("uses", "")).startswith("actions/upload-artifact@")]
+    assert all(int(s["with"]["retention-days"]) >= 7 for s in uploads)
+    saves = [s for s in _steps(image) if str(s.get("uses", "")).startswith("actions/cache/save@")]
+    assert saves and all("github.event_name != 'pull_request'" in s["if"] for s in saves)
+
+
+def test_only_selection_labels_start_or_cancel_a_run():
+    matrix = load("matrix.yml")
+    group = matrix["concurrency"]["group"]
+    assert "github.event_name" in group, "push, schedule and manual runs must not share a group"
+    for selector in ("startswith(github.event.label.name, 'cell:')", "startswith(github.event.label.name, 'arch:')",
+                     "github.event.label.name == 'all'"):
+        assert selector in group.lower() and selector in matrix["jobs"]["plan"]["if"].lower(), selector
+    assert "github.run_id" in group, "a label that selects nothing runs in a group of its own"
+
+
+def test_report_skips_cancelled_runs_and_one_job_sums_up_the_run():
+    jobs = load("matrix.yml")["jobs"]
+    assert jobs["report"]["if"].startswith("${{ !cancelled()")
+    gate = jobs["all-green"]
+    assert gate["if"] == "${{ always() }}"
+    expected = {name for name in jobs if name not in ("all-green", "pin-check")}
+    assert set(gate["needs"]) == expected, "all-green must depend on every job of the matrix"
+    script = gate["steps"][0]["run"]
+    assert '"failure"' in script and '"cancelled"' in script
