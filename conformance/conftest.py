@@ -52,6 +52,10 @@ def pytest_addoption(parser):
     group.addoption("--image", default=None, help="an image to check that is not a matrix cell (with --python)")
     group.addoption("--python", default=None, dest="target_python",
                     help="path of the interpreter in --image to check")
+    group.addoption("--strict-cells", action="store_true",
+                    default=os.environ.get("CPYTHON_PERF_STRICT", "") not in ("", "0"),
+                    help="a selected cell that cannot run here (no source, no perf permission, a host that cannot "
+                         "build it) fails instead of being skipped; also CPYTHON_PERF_STRICT=1 (CI sets it)")
     group.addoption("--expect-modes", default=None,
                     help="perf modes the --image/--python target must pass (e.g. perf,perf_jit); without it a mode "
                          "that does not work there is skipped with the diagnosis")
@@ -256,11 +260,28 @@ def docker_client():
 _images: dict[str, str | BaseException] = {}
 
 
+_strict_cells = False
+
+
+def pytest_sessionstart(session):
+    global _strict_cells
+    _strict_cells = session.config.getoption("strict_cells")
+
+
+def cannot_run(message: str):
+    """A selected cell cannot run here: a skip with the reason, or, with --strict-cells (CI), a failure: a cell
+    whose checks did not run never looks like a pass."""
+    if _strict_cells:
+        pytest.fail(f"{message} (--strict-cells / CPYTHON_PERF_STRICT: a cell that cannot run fails)",
+                    pytrace=False)
+    pytest.skip(message)
+
+
 def image_for(cell, docker_client) -> str:
     """The cell's current image (built once per session if missing or stale)."""
     why_not = cannot_build_reason(cell.arch)
     if why_not:
-        pytest.skip(f"{cell.name}: {why_not}")
+        cannot_run(f"{cell.name}: {why_not}")
     if cell.name not in _images:
         try:
             _images[cell.name] = build.ensure_cell_image(cell, MATRIX)
@@ -268,7 +289,7 @@ def image_for(cell, docker_client) -> str:
             _images[cell.name] = exc
     got = _images[cell.name]
     if isinstance(got, SourceUnavailable):
-        pytest.skip(f"{cell.name}: source not available here: {str(got).splitlines()[0]}")
+        cannot_run(f"{cell.name}: source not available here: {str(got).splitlines()[0]}")
     return got
 
 
@@ -276,7 +297,7 @@ def perf_cap_for(image: str, docker_client) -> str:
     try:
         return containers.perf_capability(docker_client, image)
     except PerfNotPermitted as exc:
-        pytest.skip(str(exc))
+        cannot_run(str(exc))
 
 
 @pytest.fixture(scope="session")

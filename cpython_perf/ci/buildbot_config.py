@@ -385,6 +385,8 @@ def buildmaster_config(basedir: Path | str, settings: Settings | None = None, ma
         if spec.kind in ("worker", "arch"):
             if spec.kind == "arch":
                 env["WORKER_ARCH"] = util.Property("worker_arch")
+            # a cell whose checks could not run fails its build (conformance/conftest.py --strict-cells)
+            env.setdefault("CPYTHON_PERF_STRICT", "1")
             # timeout: seconds without output (a regression test module can be silent for long)
             timeout = 3600 if spec.name.startswith(("conformance-", "build-")) else 1200
             options.setdefault("haltOnFailure", True)
