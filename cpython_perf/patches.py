@@ -17,6 +17,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import host
 from .errors import PatchFailed
 
 DEP3_REQUIRED = ("Description", "Origin", "Forwarded", "Last-Update")
@@ -103,7 +104,10 @@ def copy_additions(additions, additions_root: Path, tree: Path) -> None:
 
 
 def apply_series(patches: list[Patch], tree: Path) -> None:
-    """Apply patches in order to tree; raise PatchFailed naming patch, file and hunk."""
+    """Apply patches in order to tree; raise PatchFailed naming patch, file and hunk.  patch(1) is installed
+    with apt where the driver may set up the host, else its absence is an error saying how to get it."""
+    if patches:
+        host.ensure_commands({"patch": "patch"})
     for patch in patches:
         proc = subprocess.run(
             ["patch", "-p1", "--forward", "--batch", "--no-backup-if-mismatch", "-r", "-", "-i", str(patch.path)],

@@ -135,3 +135,16 @@ def test_every_project_patch_has_a_complete_dep3_header():
     for series in sorted((PROJECT_ROOT / "patches").glob("*/series")):
         for patch in patches.read_series(series):
             assert patches.dep3_problems(patch.path.read_text()) == [], patch.path
+
+
+
+def test_a_missing_patch_command_is_a_clear_error_not_a_traceback(tmp_path, monkeypatch):
+    """Without patch(1) and without the right to install it, applying a series says what to install."""
+    from cpython_perf.errors import DriverError
+    from cpython_perf.patches import Patch, apply_series
+    monkeypatch.setenv("CPYTHON_PERF_NO_HOST_SETUP", "1")
+    monkeypatch.setenv("PATH", str(tmp_path))          # no patch(1) on it
+    with pytest.raises(DriverError) as info:
+        apply_series([Patch("0001-x.patch", tmp_path / "0001-x.patch")], tmp_path)
+    assert "missing on this machine: patch" in str(info.value)
+    assert "apt-get install patch" in str(info.value)
