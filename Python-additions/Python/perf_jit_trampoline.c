@@ -376,8 +376,8 @@ perf_map_jit_init(void)
     if (jit_state.fd >= 0) {
         if (jit_state.owner_pid == pid) {
             /* Paused by a switch to another backend: carry on writing the
-               same dump, so the records of every perf_jit period are kept
-               (reopening it with O_TRUNC lost those written before). */
+               same dump, so that it keeps the records of every perf_jit
+               period of the process. */
             return &jit_state;
         }
         drop_inherited_dump();

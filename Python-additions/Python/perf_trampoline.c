@@ -23,7 +23,7 @@
  * template, then made read+execute (the instruction cache is flushed where
  * the architecture needs it).  Arenas are never unmapped while the process
  * runs: a trampoline may still be on the C stack of some thread - or, after
- * fork(), on the stack of the child that inherited it (gh-112367).  Arenas
+ * fork(), on the stack of the child that inherited it.  Arenas
  * are kept across deactivate/activate and reused.
  *
  * This file is shared by the 3.9 and 3.11 backports; version-specific glue
@@ -57,7 +57,7 @@ _PyPerf_CodeStringUTF8(PyObject *str, PyObject **tofree)
     }
     /* Called while an exception may be pending (an exception thrown into a
        generator goes through the eval hook): keep it, and never leave a new
-       one behind (gh-156114). */
+       one behind. */
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);
     const char *res = PyUnicode_AsUTF8(str);
@@ -447,7 +447,7 @@ static struct {
     // entries of freed code objects whose slot may serve a new one
     code_entry_t *free_slots;
     // PEP 523 evaluator installed when the trampoline was activated: the
-    // trampolines call it, deactivation puts it back (gh-137291); NULL: none
+    // trampolines call it, deactivation puts it back; NULL: none
     _PyFrameEvalFunction prev_eval;
 } perf = {
     .status = PERF_STATUS_NO_INIT,
@@ -988,7 +988,7 @@ _PyPerfTrampoline_Init(int activate)
     perf.status = PERF_STATUS_OK;
     perf.arena_failure_reported = 0;
     if (!is_ours(interp)) {
-        // Run under a PEP 523 evaluator already present (gh-137291).
+        // Run under a PEP 523 evaluator already present.
         perf.prev_eval = has_foreign_hook(interp)
                          ? _PyInterpreterState_GetEvalFrameFunc(interp) : NULL;
         _PyInterpreterState_SetEvalFrameFunc(interp, py_trampoline_evaluator);

@@ -319,9 +319,8 @@ class TestPerfTrampoline(_CleansTmpFiles, unittest.TestCase):
         script_helper.assert_python_ok("-c", code, PYTHON_JIT="0")
 
     def test_sys_api_under_eval_frame_hook(self):
-        # gh-137291 (upstream 3.15, carried by this backport): a PEP 523
-        # evaluator installed before the activation keeps running under the
-        # trampoline and is back after it.
+        # A PEP 523 evaluator installed before the activation keeps running
+        # under the trampoline and is back after it (as in CPython 3.15).
         try:
             import _testinternalcapi
         except ImportError:
