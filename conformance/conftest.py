@@ -206,7 +206,7 @@ def check_script_requirements(path: Path) -> set[str]:
 
 
 def check_script_fixes(path: Path) -> list[str]:
-    """Upstream issues a fix reproducer checks, from its '# fixes: gh-NNN' line."""
+    """What a fix reproducer checks, from its '# fixes: gh-NNN' (or '# fixes: patches/3.13/NNNN') line."""
     m = _FIXES.search(path.read_text())
     return m.group(1).replace(",", " ").split() if m else []
 

@@ -8,7 +8,9 @@ check on this interpreter (shown as a skip with its reason).  Header lines:
                               reproduce under qemu-user: on a foreign-arch
                               vanilla twin it is skipped with that reason
                               (it still runs, as a check, on the patched cell)
-  # fixes: gh-NNN             a reproducer of an upstream defect: it must FAIL
+  # fixes: gh-NNN             a reproducer of an upstream defect (or patches/3.13/NNNN,
+                              the series patch that fixes it, where upstream has no
+                              issue for it): it must FAIL
                               (exit 1) on the cell's vanilla twin, the pinned
                               source without the fix series, and pass on the
                               patched cell.  The pair proves that the check

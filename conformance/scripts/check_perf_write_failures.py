@@ -1,4 +1,5 @@
 # requires: perf
+# fixes: patches/3.13/0013
 """A write to the perf map or the jitdump that fails part-way: nothing half-written stays, a map entry is retried.
 
 A full disk or a file size limit (RLIMIT_FSIZE, used here: the write that
