@@ -31,8 +31,8 @@ import sys
 import tempfile
 from collections import Counter
 
-from childcheck import (build_shim, child_reports, describe_exit, jitdump_code_loads, offers_perf_jit,
-                        preload_env, remove_perf_files)
+from childcheck import (CO_EXTRA_TOOL, build_shim, child_reports, describe_exit, finish, jitdump_code_loads,
+                        offers_perf_jit, preload_env, remove_perf_files)
 
 ROUNDS = 200
 THREADS = 8
@@ -85,13 +85,7 @@ state = backends[0]          # the backend in use, or "off"
 # Another tool that keeps data in code objects (a debugger, a JIT): its
 # index comes after the trampoline's, so each fresh code object already has
 # its co_extra array when the threads race for the trampoline's slot in it.
-api = ctypes.pythonapi
-request = getattr(api, "PyUnstable_Eval_RequestCodeExtraIndex", None) or api._PyEval_RequestCodeExtraIndex
-request.restype = ctypes.c_ssize_t
-request.argtypes = [ctypes.c_void_p]
-set_extra = getattr(api, "PyUnstable_Code_SetExtra", None) or api._PyCode_SetExtra
-set_extra.restype = ctypes.c_int
-set_extra.argtypes = [ctypes.py_object, ctypes.c_ssize_t, ctypes.c_void_p]
+exec(CO_EXTRA_TOOL)
 tool_index = request(None)
 used = {}
 barrier = threading.Barrier(threads)
@@ -134,7 +128,8 @@ def fresh_names(names):
 
 
 def run(label, argv, plan_name, jit, env):
-    proc = subprocess.run([sys.executable, *argv, "-c", PROGRAM, str(ROUNDS), str(THREADS), plan_name,
+    proc = subprocess.run([sys.executable, *argv, "-c", PROGRAM.replace("exec(CO_EXTRA_TOOL)", CO_EXTRA_TOOL),
+                           str(ROUNDS), str(THREADS), plan_name,
                            "1" if jit else "0"],
                           capture_output=True, text=True, timeout=900, env=env)
     reports = child_reports(proc.stdout)
@@ -192,9 +187,7 @@ def main():
         problems += found
     shutil.rmtree(workdir, ignore_errors=True)
     print(f"GIL enabled: {gil}")
-    for problem in problems:
-        print(problem)
-    return 1 if problems else 0
+    return finish(problems)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import os
 import subprocess
 import sys
 
-from childcheck import child_reports, describe_exit, offers_perf_jit, remove_perf_files
+from childcheck import child_reports, describe_exit, finish, offers_perf_jit, remove_perf_files
 
 PRELUDE = r'''
 import ctypes, gc, json, os, sys
@@ -212,9 +212,7 @@ def main():
             return 2
         print(f"{name}: {'ok' if not found else 'FAILED'}")
         problems += found
-    for problem in problems:
-        print(problem)
-    return 1 if problems else 0
+    return finish(problems)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@ import subprocess
 import sys
 import tempfile
 
+from childcheck import finish, perf_script_samples
+
 CANNOT_CHECK = 2
 
 PROGRAM = r'''
@@ -53,25 +55,6 @@ print("parent", os.getpid(), "children", " ".join(map(str, children)), flush=Tru
 '''
 
 
-def samples(script_text):
-    """(pid, [symbols, leaf first]) for each sample of `perf script -F pid,ip,sym` output."""
-    out, pid, stack = [], None, []
-    for line in script_text.splitlines():
-        if not line.strip():
-            if pid is not None:
-                out.append((pid, stack))
-            pid, stack = None, []
-        elif not line.startswith(("\t", " " * 8)) and pid is None:
-            m = re.match(r"\s*(\d+)", line)
-            pid = int(m.group(1)) if m else None
-        else:
-            parts = line.strip().split(None, 1)
-            stack.append(parts[1] if len(parts) > 1 else "")
-    if pid is not None:
-        out.append((pid, stack))
-    return out
-
-
 def main():
     if shutil.which("perf") is None:
         print("cannot check: no perf here")
@@ -99,7 +82,8 @@ def main():
                                 capture_output=True, text=True, timeout=300)
         problems = []
         named_child, wrong = 0, []
-        for pid, stack in samples(script.stdout):
+        for header, stack in perf_script_samples(script.stdout):
+            pid = int(header.split()[0])
             if pid not in children:
                 continue
             py = [s for s in stack if s.startswith("py::")]
@@ -118,9 +102,7 @@ def main():
         for pid in children + [parent]:
             if os.path.exists(f"/tmp/perf-{pid}.map"):
                 os.unlink(f"/tmp/perf-{pid}.map")
-        for problem in problems:
-            print(problem)
-        return 1 if problems else 0
+        return finish(problems)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

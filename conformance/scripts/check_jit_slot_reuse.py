@@ -25,7 +25,8 @@ import subprocess
 import sys
 import tempfile
 
-from childcheck import child_reports, describe_exit, jitdump_code_loads, remove_perf_files
+from childcheck import (child_reports, describe_exit, finish, jitdump_code_loads, perf_script_samples,
+                        remove_perf_files)
 
 CANNOT_CHECK = 2
 
@@ -114,26 +115,6 @@ def check_files():
     return problems
 
 
-def samples(text):
-    """(time, [symbols]) per sample of `perf script -F time,ip,sym` output."""
-    out, time_, stack = [], None, []
-    for line in text.splitlines():
-        if not line.strip():
-            if time_ is not None:
-                out.append((time_, stack))
-            time_, stack = None, []
-            continue
-        m = re.match(r"\s*(\d+\.\d+):", line)
-        if m and time_ is None:
-            time_ = float(m.group(1))
-        elif time_ is not None:
-            parts = line.strip().split(None, 1)
-            stack.append(parts[1] if len(parts) > 1 else "")
-    if time_ is not None:
-        out.append((time_, stack))
-    return out
-
-
 def check_recording():
     if shutil.which("perf") is None:
         return None, "no perf here"
@@ -165,7 +146,8 @@ def check_recording():
         script = subprocess.run(["perf", "script", "-i", injected, "-F", "time,ip,sym"],
                                 capture_output=True, text=True, timeout=300)
         times = {"first": [], "second": []}
-        for when, stack in samples(script.stdout):
+        for header, stack in perf_script_samples(script.stdout):
+            when = float(header.strip().rstrip(":"))
             if any(s.startswith("py::slot_first") for s in stack):
                 times["first"].append(when)
             if any(s.startswith("py::slot_second") for s in stack):
@@ -192,15 +174,11 @@ def main():
     if recorded is None:
         print(f"perf part not run: {why_not}")
         if problems:
-            for problem in problems:
-                print(problem)
-            return 1
+            return finish(problems)
         print(f"cannot check: {why_not}")
         return CANNOT_CHECK
     problems += recorded
-    for problem in problems:
-        print(problem)
-    return 1 if problems else 0
+    return finish(problems)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 
-from childcheck import build_shim, child_reports, describe_exit, preload_env, remove_perf_files
+from childcheck import build_shim, child_reports, describe_exit, finish, preload_env, remove_perf_files
 
 CANNOT_CHECK = 2
 
@@ -121,9 +121,7 @@ def main():
     if "CLOSED BY SOMEONE ELSE" in notes:
         problems.append("the child closed the inherited jitdump descriptor twice: the second close took the "
                         "descriptor another part of the program had been given")
-    for problem in problems:
-        print(problem)
-    return 1 if problems else 0
+    return finish(problems)
 
 
 if __name__ == "__main__":

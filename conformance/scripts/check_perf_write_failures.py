@@ -20,7 +20,7 @@ import re
 import subprocess
 import sys
 
-from childcheck import child_reports, describe_exit, jitdump_code_loads, offers_perf_jit, remove_perf_files
+from childcheck import child_reports, describe_exit, finish, jitdump_code_loads, offers_perf_jit, remove_perf_files
 
 PROGRAM = r'''
 import json, os, resource, signal, sys
@@ -102,9 +102,7 @@ def main():
         found = run(backend)
         print(f"{backend}: {'ok' if not found else 'FAILED'}")
         problems += found
-    for problem in problems:
-        print(problem)
-    return 1 if problems else 0
+    return finish(problems)
 
 
 if __name__ == "__main__":

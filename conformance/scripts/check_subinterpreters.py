@@ -25,7 +25,7 @@ import os
 import subprocess
 import sys
 
-from childcheck import child_reports, describe_exit, remove_perf_files
+from childcheck import CO_EXTRA_TOOL, child_reports, describe_exit, finish, remove_perf_files
 
 PRELUDE = r'''
 import json, os, sys
@@ -57,15 +57,7 @@ def report(phase, **facts):
 
 # Run in a subinterpreter: take a co_extra index of its own (as a debugger's frame
 # evaluator does) and store data there that is not a perf trampoline entry.
-SUB_TOOL = r'''
-import ctypes, json, sys
-api = ctypes.pythonapi
-request = getattr(api, "PyUnstable_Eval_RequestCodeExtraIndex", None) or api._PyEval_RequestCodeExtraIndex
-request.restype = ctypes.c_ssize_t
-request.argtypes = [ctypes.c_void_p]
-set_extra = getattr(api, "PyUnstable_Code_SetExtra", None) or api._PyCode_SetExtra
-set_extra.restype = ctypes.c_int
-set_extra.argtypes = [ctypes.py_object, ctypes.c_ssize_t, ctypes.c_void_p]
+SUB_TOOL = CO_EXTRA_TOOL + r'''
 tool_index = request(None)
 
 def sub_function(n):
@@ -199,9 +191,7 @@ def main():
             return 2
         problems += found
         print(f"case {name}: {'ok' if not found else 'FAILED'}")
-    for problem in problems:
-        print(problem)
-    return 1 if problems else 0
+    return finish(problems)
 
 
 if __name__ == "__main__":

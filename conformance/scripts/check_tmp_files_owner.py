@@ -25,7 +25,7 @@ import shutil
 import sys
 import tempfile
 
-from childcheck import describe_exit, offers_perf_jit
+from childcheck import describe_exit, finish, offers_perf_jit
 
 VICTIM, OTHER = 64101, 64102
 CANNOT_CHECK = 2
@@ -153,9 +153,7 @@ def main():
             print(f"{label}: {'ok' if not any(p.startswith(label) for p in problems) else 'FAILED'}")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    for problem in problems:
-        print(problem)
-    return 1 if problems else 0
+    return finish(problems)
 
 
 if __name__ == "__main__":

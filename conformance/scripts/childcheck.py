@@ -131,3 +131,43 @@ def preload_env(lib, **extra):
     env = dict(os.environ, LD_PRELOAD=lib, **extra)
     env["ASAN_OPTIONS"] = ":".join(filter(None, [env.get("ASAN_OPTIONS"), "verify_asan_link_order=0"]))
     return env
+
+
+# Source for a child interpreter (or a subinterpreter): ctypes bindings with which a program acts as another
+# tool that keeps data in code objects (a debugger's frame evaluator, a JIT): request(None) takes a co_extra
+# index of the running interpreter, set_extra(code, index, value) stores a pointer-sized value there.
+CO_EXTRA_TOOL = r'''
+import ctypes
+api = ctypes.pythonapi
+request = getattr(api, "PyUnstable_Eval_RequestCodeExtraIndex", None) or api._PyEval_RequestCodeExtraIndex
+request.restype = ctypes.c_ssize_t
+request.argtypes = [ctypes.c_void_p]
+set_extra = getattr(api, "PyUnstable_Code_SetExtra", None) or api._PyCode_SetExtra
+set_extra.restype = ctypes.c_int
+set_extra.argtypes = [ctypes.py_object, ctypes.c_ssize_t, ctypes.c_void_p]
+'''
+
+
+def perf_script_samples(text):
+    """The samples of `perf script` output as (header line, [symbols of the call chain, leaf first])."""
+    out, header, stack = [], None, []
+    for line in text.splitlines():
+        if not line.strip():
+            if header is not None:
+                out.append((header, stack))
+            header, stack = None, []
+        elif header is None:
+            header = line
+        else:
+            parts = line.strip().split(None, 1)
+            stack.append(parts[1] if len(parts) > 1 else "")
+    if header is not None:
+        out.append((header, stack))
+    return out
+
+
+def finish(problems):
+    """Print each problem; the exit status of a check: 1 if there is any, else 0."""
+    for problem in problems:
+        print(problem)
+    return 1 if problems else 0
