@@ -86,7 +86,7 @@ def main():
             pid = int(header.split()[0])
             if pid not in children:
                 continue
-            py = [s for s in stack if s.startswith("py::")]
+            py = [sym for _ip, sym in stack if sym.startswith("py::")]
             if not py:
                 continue
             if any(s.startswith("py::parent_after_fork") for s in py):

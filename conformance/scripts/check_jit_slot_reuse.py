@@ -12,15 +12,17 @@ reuses a slot.
   files   500 functions made, called once and freed, one after another:
           under -X perf_jit the dump's code loads use at most 10 addresses
           for them; under -X perf the map names 500 addresses, each once.
-  perf    recorded with real perf (dwarf, -k 1) and perf inject --jit:
-          slot_first spins, is freed, and slot_second, made next, gets its
-          slot (the dump says so) and spins.  Samples must name both, and
-          every sample naming slot_first must come before every sample
-          naming slot_second.
+  perf    recorded with real perf (dwarf, -k 1) and perf inject --jit: six
+          functions spin one after another, each freed before the next is
+          made, so slots are handed out again.  Every py::spin_N frame of
+          every sample must be the code the dump loaded last, before the
+          sample, at that frame's address; and at least one sampled frame
+          must be in a slot that an earlier, freed code object had.
 """
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -42,40 +44,41 @@ print(json.dumps({"phase": "done", "pid": os.getpid()}), flush=True)
 '''
 
 SPIN = r'''
-import gc, os, sys, time
-def make(name):
-    ns = {}
-    exec(compile("def %s(seconds):\n    end = t() + seconds\n    n = 0\n    while t() < end:\n        n += 1\n"
-                 "    return n\n" % name, "<%s>" % name, "exec"), ns)
-    return ns[name]
-import builtins
+import builtins, gc, os, sys, time
 builtins.t = time.perf_counter
-first = make("slot_first")
-first(0.6)
-del first
-gc.collect()
-second = make("slot_second")
-second(0.6)
+for i in range(6):
+    ns = {}
+    exec(compile("def spin_%d(seconds):\n    end = t() + seconds\n    n = 0\n    while t() < end:\n        n += 1\n"
+                 "    return n\n" % i, "<spin>", "exec"), ns)
+    ns["spin_%d" % i](0.25)
+    del ns
+    gc.collect()
 print("pid", os.getpid(), flush=True)
 '''
 
 
-def code_load_addresses(path):
-    """{name: set of addresses} of the JIT_CODE_LOAD records of a jitdump."""
-    import struct
+def code_loads(path):
+    """The JIT_CODE_LOAD records of a jitdump: [(timestamp ns, address, code index, name)], in file order."""
     with open(path, "rb") as fh:
         data = fh.read()
-    out, off = {}, 40
+    out, off = [], 40
     while off + 16 <= len(data):
-        rid, size, _ts = struct.unpack_from("<IIQ", data, off)
+        rid, size, stamp = struct.unpack_from("<IIQ", data, off)
         if size < 16:
             break
         if rid == 0:
-            vma = struct.unpack_from("<Q", data, off + 16 + 8)[0]
+            vma, _addr, _size, index = struct.unpack_from("<QQQQ", data, off + 16 + 8)
             end = data.find(b"\0", off + 16 + 40)
-            name = data[off + 16 + 40:end].decode("utf-8", "replace")
-            out.setdefault(name, set()).add(vma)
+            out.append((stamp, vma, index, data[off + 16 + 40:end].decode("utf-8", "replace")))
         off += size
+    return out
+
+
+def code_load_addresses(path):
+    """{name: set of addresses} of the JIT_CODE_LOAD records of a jitdump."""
+    out = {}
+    for _stamp, vma, _size, name in code_loads(path):
+        out.setdefault(name, set()).add(vma)
     return out
 
 
@@ -131,34 +134,40 @@ def check_recording():
         if rec.returncode != 0 or found is None:
             return None, f"perf record failed here ({rec.returncode}): {rec.stderr.strip()[-300:]}"
         pid = int(found.group(1))
-        dump = f"/tmp/jit-{pid}.dump"
-        loads = code_load_addresses(dump)
-        first = loads.get("py::slot_first:<slot_first>", set())
-        second = loads.get("py::slot_second:<slot_second>", set())
+        loads = code_loads(f"/tmp/jit-{pid}.dump")
         problems = []
-        if not first or first != second:
-            problems.append(f"slot_second did not get slot_first's slot (dump: {sorted(map(hex, first))} vs "
-                            f"{sorted(map(hex, second))})")
         inj = subprocess.run(["perf", "inject", "-i", data, "--jit", "-o", injected],
                              capture_output=True, text=True, timeout=300)
         if inj.returncode != 0:
             return None, f"perf inject --jit failed here: {inj.stderr.strip()[-300:]}"
-        script = subprocess.run(["perf", "script", "-i", injected, "-F", "time,ip,sym"],
+        script = subprocess.run(["perf", "script", "-i", injected, "-F", "time,ip,sym,dso"],
                                 capture_output=True, text=True, timeout=300)
-        times = {"first": [], "second": []}
-        for header, stack in perf_script_samples(script.stdout):
-            when = float(header.strip().rstrip(":"))
-            if any(s.startswith("py::slot_first") for s in stack):
-                times["first"].append(when)
-            if any(s.startswith("py::slot_second") for s in stack):
-                times["second"].append(when)
-        print(f"perf: {len(times['first'])} samples name slot_first, {len(times['second'])} slot_second")
-        if not times["first"] or not times["second"]:
-            problems.append(f"perf named slot_first in {len(times['first'])} and slot_second in "
-                            f"{len(times['second'])} samples: both spun 0.6 s in the same slot")
-        elif max(times["first"]) >= min(times["second"]):
-            late = sum(1 for t in times["first"] if t >= min(times["second"]))
-            problems.append(f"{late} sample(s) named slot_first after slot_second took its slot")
+        # perf inject makes one DSO per code load, jitted-PID-INDEX.so: a frame's DSO names the load perf
+        # chose for its address at that time; it must be the newest load there at the sample's time
+        by_index = {index: (stamp, vma, name) for stamp, vma, index, name in loads}
+        checked, in_reused, wrong = 0, 0, []
+        for header, frames in perf_script_samples(script.stdout):
+            when = float(header.strip().rstrip(":")) * 1e9
+            for _ip, rest in frames:
+                m = re.fullmatch(r"(py::spin_\S*) \(\S*jitted-\d+-(\d+)\.so\)", rest)
+                if m is None or int(m.group(2)) not in by_index:
+                    continue
+                stamp, vma, name = by_index[int(m.group(2))]
+                at_vma = [(s, n) for s, v, _i, n in loads if v == vma]
+                newer = [n for s, n in at_vma if stamp < s <= when]
+                checked += 1
+                if any(s < stamp and n != name for s, n in at_vma):
+                    in_reused += 1
+                if newer or not m.group(1).startswith(name):
+                    wrong.append(f"{m.group(1)} at {vma:#x}: perf used the load of {name}, but "
+                                 f"{newer[-1] if newer else name} was loaded there last")
+        print(f"perf: {checked} py::spin_ frames checked, {in_reused} in a slot an earlier freed code object had, "
+              f"{len(wrong)} named wrong")
+        if wrong:
+            problems.append(f"{len(wrong)} frame(s) named after a code object other than the one loaded last "
+                            f"at their address, e.g. {wrong[0]}")
+        if in_reused == 0:
+            problems.append("no sampled py::spin_ frame was in a reused slot: the recording did not show reuse")
         for name in os.listdir("/tmp"):
             if name.startswith(f"jitted-{pid}-") and name.endswith(".so"):
                 os.unlink(os.path.join("/tmp", name))

@@ -149,7 +149,7 @@ set_extra.argtypes = [ctypes.py_object, ctypes.c_ssize_t, ctypes.c_void_p]
 
 
 def perf_script_samples(text):
-    """The samples of `perf script` output as (header line, [symbols of the call chain, leaf first])."""
+    """The samples of `perf script` output as (header line, [(ip, symbol) of the call chain, leaf first])."""
     out, header, stack = [], None, []
     for line in text.splitlines():
         if not line.strip():
@@ -160,7 +160,7 @@ def perf_script_samples(text):
             header = line
         else:
             parts = line.strip().split(None, 1)
-            stack.append(parts[1] if len(parts) > 1 else "")
+            stack.append((parts[0], parts[1] if len(parts) > 1 else ""))
     if header is not None:
         out.append((header, stack))
     return out
