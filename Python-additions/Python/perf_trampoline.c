@@ -130,13 +130,19 @@ static PerfMapState perf_map_state;
 static long perf_map_pid = -1;    // process that opened perf_map_state
 
 static void perf_map_before_fork(void);
+static void perf_map_after_fork_child(void);
 
 int
 PyUnstable_PerfMapState_Init(void)
 {
 #ifndef MS_WINDOWS
-    if (perf_map_state.perf_map != NULL && perf_map_pid == (long)getpid()) {
-        return 0;    // already open for this process
+    if (perf_map_state.perf_map != NULL) {
+        if (perf_map_pid == (long)getpid()) {
+            return 0;    // already open for this process
+        }
+        // inherited through a fork() that did not go through
+        // PyOS_AfterFork_Child() (a C extension's): the parent's
+        perf_map_after_fork_child();
     }
     char filename[100];
     pid_t pid = getpid();
@@ -203,7 +209,7 @@ PyUnstable_WritePerfMapEntry(const void *code_addr, unsigned int code_size,
                              const char *entry_name)
 {
 #ifndef MS_WINDOWS
-    if (perf_map_state.perf_map == NULL) {
+    if (perf_map_state.perf_map == NULL || perf_map_pid != (long)getpid()) {
         int ret = PyUnstable_PerfMapState_Init();
         if (ret != 0) {
             return ret;
@@ -231,6 +237,9 @@ void
 PyUnstable_PerfMapState_Fini(void)
 {
 #ifndef MS_WINDOWS
+    if (perf_map_state.perf_map != NULL && perf_map_pid != (long)getpid()) {
+        perf_map_after_fork_child();    // the parent's: its lock may be held
+    }
     if (perf_map_state.perf_map != NULL) {
         PyThread_acquire_lock(perf_map_state.map_lock, WAIT_LOCK);
         fclose(perf_map_state.perf_map);
@@ -253,7 +262,7 @@ copy_perf_map_file(const char *parent_filename, long long limit)
     if (from == NULL) {
         return -1;
     }
-    if (perf_map_state.perf_map == NULL) {
+    if (perf_map_state.perf_map == NULL || perf_map_pid != (long)getpid()) {
         int ret = PyUnstable_PerfMapState_Init();
         if (ret != 0) {
             fclose(from);
@@ -357,7 +366,7 @@ perf_map_after_fork_child(void)
 {
 #ifndef MS_WINDOWS
     if (perf_map_state.perf_map != NULL) {
-        fclose(perf_map_state.perf_map);   // buffer is empty: flushed per line
+        fclose(perf_map_state.perf_map);   // holds no buffered data
         perf_map_state.perf_map = NULL;
     }
     perf_map_state.map_lock = NULL;        // leaked on purpose (may be held)
