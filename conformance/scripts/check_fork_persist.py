@@ -44,6 +44,15 @@ def make(prefix, i):
     exec(compile("def %s_%d(n):\n    return n + %d\n" % (prefix, i, i), "<%s>" % prefix, "exec"), ns)
     return ns["%s_%d" % (prefix, i)]
 
+def fork_one(child_ok=lambda: True, **facts):
+    """fork(); the child makes and calls a function of its own and exits 0 (4 if not child_ok())."""
+    pid = os.fork()
+    if pid == 0:
+        make("child", 0)(1)
+        os._exit(0 if child_ok() else 4)
+    _, status = os.waitpid(pid, 0)
+    report("done", status=status, pid=os.getpid(), child=pid, **facts)
+
 def fork_and_wait(child_body, parent_body=None):
     pid = os.fork()
     if pid == 0:
@@ -62,13 +71,13 @@ def fork_and_wait(child_body, parent_body=None):
 CASE_EMPTY = PRELUDE + r'''
 persist(1)
 sys.activate_stack_trampoline("perf")
-# nothing is called between the activation and fork(): the map is empty
-pid, status = os.fork(), None
+# no Python function is called between the activation and fork() (fork_one() would be published): the
+# map is empty
+pid = os.fork()
 if pid == 0:
     make("child", 0)(1)
     os._exit(0)
-_, status = os.waitpid(pid, 0)
-report("done", status=status, pid=os.getpid(), child=pid)
+report("done", status=os.waitpid(pid, 0)[1], pid=os.getpid(), child=pid)
 '''
 
 CASE_8192 = PRELUDE + r'''
@@ -83,34 +92,23 @@ target = 8192 if size < 8192 - 64 else (size // 4096 + 2) * 4096
 name_length = target - size - len("1000 10 \n")
 write_entry(0x1000, 0x10, b"p" * name_length)
 at_fork = os.path.getsize(path)
-pid, status = os.fork(), None
+pid = os.fork()       # inline: calling fork_one() would publish it and change the map's size
 if pid == 0:
     make("child", 0)(1)
     os._exit(0)
-_, status = os.waitpid(pid, 0)
-report("done", status=status, map_size_at_fork=at_fork, pid=os.getpid(), child=pid)
+report("done", status=os.waitpid(pid, 0)[1], map_size_at_fork=at_fork, pid=os.getpid(), child=pid)
 '''
 
 CASE_NEVER = PRELUDE + r'''
 persist(1)
-pid, status = os.fork(), None
-if pid == 0:
-    make("child", 0)(1)
-    os._exit(0)
-_, status = os.waitpid(pid, 0)
-report("done", status=status, pid=os.getpid(), child=pid)
+fork_one()
 '''
 
 CASE_PERF_JIT = PRELUDE + r'''
 persist(1)
 sys.activate_stack_trampoline("perf_jit")
 make("warm", 0)(1)
-pid, status = os.fork(), None
-if pid == 0:
-    make("child", 0)(1)
-    os._exit(0 if sys.is_stack_trampoline_active() else 4)
-_, status = os.waitpid(pid, 0)
-report("done", status=status, pid=os.getpid(), child=pid)
+fork_one(child_ok=sys.is_stack_trampoline_active)
 '''
 
 CASE_RACE = PRELUDE + r'''
