@@ -219,8 +219,12 @@ class Report:
 
 
 def retired(case: CaseResult, root: Path = PROJECT_ROOT) -> bool:
-    """A result of a test the project's suite no longer has (its module is ours, its function is gone)."""
-    module = root / Path(*case.classname.split(".")).with_suffix(".py")
+    """A result of a test the project's suite no longer has (its module is ours, its function is gone).  A test
+    case without a classname (CPython's own regrtest JUnit, written by the deb lanes) is never ours."""
+    parts = [part for part in case.classname.split(".") if part]
+    if not parts:
+        return False
+    module = root / Path(*parts).with_suffix(".py")
     if not module.is_file():
         return False
     return re.search(rf"^\s*def {re.escape(case.function)}\(", module.read_text(), re.M) is None

@@ -274,3 +274,15 @@ def test_results_of_retired_tests_are_left_out(tmp_path):
     md, _ = report.write_report(tmp_path, MATRIX, renderer="none here")
     assert "1 results of tests the suite no longer has left out" in md.read_text()
     assert "test_seed_chain_broken_without_the_series" not in md.read_text()
+
+
+def test_a_junit_file_without_classnames_does_not_crash_the_report(tmp_path):
+    """CPython's regrtest JUnit (results/deb/<lane>/regrtest-*-junit.xml) has test cases without a classname."""
+    lane = tmp_path / "deb" / "bookworm-3.11"
+    lane.mkdir(parents=True)
+    (lane / "regrtest-patched-junit.xml").write_text(
+        '<?xml version="1.0" encoding="utf-8"?>\n<testsuites><testsuite name="test_sys" tests="1">'
+        '<testcase name="test.test_sys.SysModuleTest.test_exit" status="run" result="completed" time="0.1"/>'
+        '</testsuite></testsuites>\n')
+    md, page = report.write_report(tmp_path, MATRIX)
+    assert md.exists() and page.exists()
