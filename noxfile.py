@@ -67,11 +67,11 @@ def _pytest(session, *args):
 
 @nox.session
 def unit(session):
-    """Unit tests of the driver: no Docker, a few seconds."""
+    """Unit tests of the driver: no Docker (tests marked `container` are left out), about a minute."""
     _install(session)
     _install_workflow_linters(session)
     _install_signature_checker(session)
-    _pytest(session, "tests", "-q")
+    _pytest(session, "tests", "-q", "-m", "not container")
 
 
 @nox.session
