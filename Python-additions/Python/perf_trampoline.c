@@ -341,16 +341,13 @@ static int
 perf_map_copy_parent_map(void)
 {
 #ifndef MS_WINDOWS
-    char filename[100];
-    if (map_at_fork.map_pid < 0) {
-        // The parent had no map open: the child's starts empty.
+    if (map_at_fork.map_pid < 0 || map_at_fork.map_size == 0) {
+        // The parent had no map open, or an empty one: the child's starts empty.
         return PyUnstable_PerfMapState_Init();
     }
+    char filename[100];
     snprintf(filename, sizeof(filename), "/tmp/perf-%ld.map",
              map_at_fork.map_pid);
-    if (map_at_fork.map_size == 0) {
-        return PyUnstable_PerfMapState_Init();
-    }
     return copy_perf_map_file(filename, map_at_fork.map_size);
 #else
     return 0;
