@@ -21,12 +21,21 @@ In child interpreters:
      works afterwards wherever it works without the failed call (a control
      child, indexes taken the same way, shows whether it does).  Calls keep
      working and the child ends with exit status 0.
+  5. The new backend cannot open its output (where perf_jit is offered): a
+     directory stands at /tmp/perf-PID.map while switching from "perf_jit" to
+     "perf", or at /tmp/jit-PID.dump while switching from "perf" to
+     "perf_jit".  The switch raises an OSError; the old backend stays active
+     and keeps its output: what it had written before the switch is still
+     there, and a brand-new function called afterwards is added to it (and not
+     to the failed backend's output).
 
 Seen before the fix: (4a) the switch raised RuntimeError("perf trampoline: no
 code object extra index left") and left the trampoline "active" without an
 index: 3.9 crashed (SIGSEGV) on the next call, 3.11 mapped nothing any more
 (and made a new trampoline on every call); (4b) the failed perf_jit call had
-dropped perf's index, so activate("perf") failed too.
+dropped perf's index, so activate("perf") failed too.  (5) The old backend
+was stopped before the new one failed: the jitdump lost everything written
+before the failed switch.
 """
 import json
 import os
@@ -113,6 +122,21 @@ elif case.startswith("exhausted"):
     if case == "exhausted-control":
         out["reactivate"] = out["exc"]
         out["reactivated"] = out["active"]
+elif case.startswith("unopenable-"):
+    target = case[len("unopenable-"):]
+    old = "perf" if target == "perf_jit" else "perf_jit"
+    blocker = ("/tmp/perf-%d.map" if target == "perf" else "/tmp/jit-%d.dump") % os.getpid()
+    out["target"] = target
+    sys.activate_stack_trampoline(old)
+    probe("old_backend_before")
+    os.mkdir(blocker)
+    try:
+        out["exc"] = outcome(lambda: sys.activate_stack_trampoline(target))
+        out["active"] = sys.is_stack_trampoline_active()
+        probe("after_failed_switch")
+    finally:
+        os.rmdir(blocker)
+    sys.deactivate_stack_trampoline()
 print(json.dumps(out), flush=True)
 '''
 
@@ -249,6 +273,30 @@ def case_exhausted(case):
     return f"{case}: activate({target!r}) raised {exc['type']}, state kept"
 
 
+def case_unopenable(target):
+    case = f"unopenable-{target}"
+    res, map_names, jit_names = run(case)
+    exc, old = res["exc"], ("perf" if target == "perf_jit" else "perf_jit")
+    outputs = {"perf": ("perf map", map_names), "perf_jit": ("jitdump", jit_names)}
+    old_label, old_names = outputs[old]
+    new_label, new_names = outputs[target]
+    what = f"{case}: from {old!r}, activate({target!r}) with its {new_label} unopenable (a directory)"
+    if exc is None:
+        raise Fail(f"{what} did not raise")
+    if exc["errno"] is None:
+        raise Fail(f"{what} raised {exc['repr']}, not an OSError")
+    if not res["active"]:
+        raise Fail(f"{what} raised {exc['type']} and left the trampoline inactive; {old!r} was active")
+    if sym("old_backend_before") not in old_names:
+        raise Fail(f"{what}: the {old_label} lost what it held before the failed switch "
+                   f"({len(old_names)} entries left)")
+    if sym("after_failed_switch") not in old_names:
+        raise Fail(f"{what}: the {old!r} backend no longer adds new functions to the {old_label}")
+    if sym("after_failed_switch") in new_names:
+        raise Fail(f"{what}: a function called after the failed switch went to the {new_label}")
+    return f"{case}: {exc['type']}, {old!r} kept its {old_label}"
+
+
 def main():
     cases = [case_inactive, case_perf]
     probe = subprocess.run([sys.executable, "-c",
@@ -256,7 +304,7 @@ def main():
                             "except ValueError:\n print('no')\nelse:\n print('yes')"],
                            capture_output=True, text=True, timeout=120)
     if probe.stdout.strip() == "yes":
-        cases.append(case_perf_jit)
+        cases += [case_perf_jit, lambda: case_unopenable("perf"), lambda: case_unopenable("perf_jit")]
     notes, failures = [], []
     try:
         import ctypes  # noqa: F401  (the child needs it)

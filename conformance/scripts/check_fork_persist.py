@@ -1,5 +1,5 @@
 # requires: perf
-# fixes: patches/3.13/0012
+# fixes: patches/3.13/0015
 """fork() with persist-after-fork: the child lives, and its map names each address once.
 
 PyUnstable_PerfTrampoline_SetPersistAfterFork(1) asks a forked child to keep

@@ -1,5 +1,5 @@
 # requires: perf
-# fixes: patches/3.13/0013
+# fixes: patches/3.13/0016
 """A write to the perf map or the jitdump that fails part-way: nothing half-written stays, a map entry is retried.
 
 A full disk or a file size limit (RLIMIT_FSIZE, used here: the write that

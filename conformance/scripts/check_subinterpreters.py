@@ -1,5 +1,5 @@
 # requires: perf
-# fixes: patches/3.13/0011
+# fixes: patches/3.13/0014
 """The trampoline and subinterpreters: no crash, no co_extra index exhaustion, a truthful is_stack_trampoline_active().
 
 co_extra indices belong to one interpreter each, and another tool may own

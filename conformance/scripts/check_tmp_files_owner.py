@@ -1,5 +1,5 @@
 # requires: perf
-# fixes: patches/3.13/0015
+# fixes: patches/3.13/0018
 """The map and the jitdump are written only to a regular file of the user, with one name: two users, one /tmp.
 
 /tmp/perf-PID.map and /tmp/jit-PID.dump have names anyone can predict.  Run
