@@ -34,7 +34,7 @@ TARGETS = {
     "variant": f"fp within 2% of release (geometric mean <= {VARIANT_LIMIT})",
     "mode": f"a backport's overhead no worse than native {NATIVE_REFERENCE}'s (same variant)",
 }
-WANTED = [   # comparisons issue 18 asks for, by kind: shown as "not run" where no results file has them
+WANTED = [   # the comparisons BENCHMARKS.md must show, by kind: shown as "not run" where no results file has them
     ("vanilla", "patched inactive vs vanilla"),
     ("mode", "-X perf / -X perf_jit active vs inactive"),
     ("variant", "frame pointers: fp vs release"),
