@@ -1,4 +1,4 @@
-"""The seed chain seen by samply, the second profiler (issue: samply record --save-only).
+"""The seed chain seen by samply, the second profiler (samply record --save-only).
 
 samply (Debian's package, pinned in matrix.yaml `profilers:`, mounted read-only
 into the cell container) records the howto's script with the cell's perf

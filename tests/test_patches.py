@@ -131,7 +131,7 @@ def test_dep3_problems_name_what_a_packager_misses():
 
 
 def test_every_project_patch_has_a_complete_dep3_header():
-    """Applied-Upstream where upstream has it, the reason where not forwarded (issue 16)."""
+    """Applied-Upstream where upstream has it, the reason where not forwarded."""
     for series in sorted((PROJECT_ROOT / "patches").glob("*/series")):
         for patch in patches.read_series(series):
             assert patches.dep3_problems(patch.path.read_text()) == [], patch.path

@@ -329,8 +329,14 @@ def test_summary_table_sets_figures_beside_anchors_and_links_details(tmp_path):
     assert "PEP 831: +1.5 to +1.9% (x86-64), wall clock" in variant and "not run: no image of 3.13-release" in variant
     assert '<a id="suite-20261123t160000z-3-13-fp-perf-vs-3-13-fp-inactive"></a>' in text
     assert "https://peps.python.org/pep-0831/#performance" in text
-    assert text.count("## The standard suite") == 2   # every run's section, the newest first
-    assert text.index("2026-11-23T16:00:00Z") < text.index("2026-11-23T10:00:00Z")
+    # only the newest run of each comparison; the older run (measured again since) goes to the archive
+    assert text.count("## The standard suite") == 1 and "run of 2026-11-23T10:00:00Z" not in text
+    archive = summary.render_archive(tmp_path)
+    assert archive.count("## The standard suite") == 1 and "run of 2026-11-23T10:00:00Z" in archive
+    assert "[BENCHMARKS-archive.md](BENCHMARKS-archive.md)" in text
+    # the user-level verdict under the summary, with the figures of the table
+    verdict = text[text.index("## What it costs you"):text.index("## The standard suite")]
+    assert "+10% on 3.13" in verdict and "### Why 3.9 costs little and 3.13 much" in verdict
 
 
 def test_summary_without_any_run_says_so(tmp_path):

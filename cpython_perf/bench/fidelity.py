@@ -1,4 +1,4 @@
-"""Attribution fidelity, the cost of perf itself, and map-file growth, per cell (issue: benchmarks).
+"""Attribution fidelity, the cost of perf itself, and map-file growth, per cell.
 
 `python -m cpython_perf.bench fidelity --cell 3.11-fp --cell 3.13-release` (`nox -s bench-fidelity -- ...`)
 runs, in each cell's image (x86_64 cells; a fresh container each):

@@ -780,9 +780,14 @@ def _subset_note(results: dict) -> str:
             f"these cells run; not measured in this run: {', '.join(rest)}.")
 
 
-def render_markdown(results: dict, source: str = "") -> str:
-    """The standard suite's section of BENCHMARKS.md: method, interpreters, one table per comparison."""
+def render_markdown(results: dict, source: str = "", only: set | None = None) -> str:
+    """The standard suite's section of BENCHMARKS.md: method, interpreters, one table per comparison (only: the
+    (a, b) pairs to show, every comparison of the run if None; '' when none of them is in this run)."""
     analysed = analyse_suite(results)
+    if only is not None:
+        analysed = [e for e in analysed if (e["a"], e["b"]) in only]
+        if not analysed:
+            return ""
     suite_, ins = results["suite"], results["instructions"]
     lines = [
         f'<a id="standard-suite-{re.sub(r"[^0-9tz]+", "", results["created"].lower())}"></a>',
