@@ -19,8 +19,12 @@ Another tool's co_extra slot is set on each fresh code object first (as a
 debugger's frame evaluator does), so the threads race for a slot in an
 existing co_extra array, where CPython frees the value it replaces.  And an
 LD_PRELOAD shim (built with the image's cc, where there is one) makes every
-write to the map and the dump take 2 ms, as on a slow /tmp: the first
-thread is then still filling in its entry when the next one replaces it.  Under
+write to the map and the dump take 2 ms, as on a slow /tmp, and every small
+calloc(1, n) (the trampoline's per-code entry is one) take 0.5 ms: the
+threads that found no entry are then all still allocating theirs when the
+first stores it, and the first is still writing when the next one replaces
+(and frees) it.  On 3.13-ftasan built without the series' lock this ends in
+"AddressSanitizer: heap-use-after-free ... in publish_trampoline".  Under
 the GIL this holds by construction; the check is for the free-threaded
 cells (3.13-ft, 3.13-ftasan), and runs everywhere.
 """
@@ -32,7 +36,7 @@ import tempfile
 from collections import Counter
 
 from childcheck import (CO_EXTRA_TOOL, build_shim, child_reports, describe_exit, finish, jitdump_code_loads,
-                        offers_perf_jit, preload_env, remove_perf_files)
+                        offers_perf_jit, preload_env, remove_perf_files, stderr_gist)
 
 ROUNDS = 200
 THREADS = 8
@@ -60,6 +64,31 @@ ssize_t write(int fd, const void *buf, size_t count)
     if (real_write == NULL) real_write = (ssize_t (*)(int, const void *, size_t))dlsym(RTLD_NEXT, "write");
     if (is_profiler_file(fd)) usleep(2000);
     return real_write(fd, buf, count);
+}
+
+/* The trampoline's per-code entry is one small calloc(1, n): slow those down
+ * too, so that threads that found no entry are still allocating theirs when
+ * the others store and publish. */
+static void *(*real_calloc)(size_t, size_t);
+static char early[4096];
+static size_t early_used;
+
+void *calloc(size_t nmemb, size_t size)
+{
+    if (real_calloc == NULL) {
+        /* dlsym() itself may allocate: serve it from a static buffer */
+        static __thread int resolving;
+        if (resolving) {
+            void *p = early + early_used;
+            early_used += (nmemb * size + 15) & ~(size_t)15;
+            return p;
+        }
+        resolving = 1;
+        real_calloc = (void *(*)(size_t, size_t))dlsym(RTLD_NEXT, "calloc");
+        resolving = 0;
+    }
+    if (nmemb == 1 && size >= 16 && size <= 64) usleep(500);
+    return real_calloc(nmemb, size);
 }
 
 int fflush(FILE *stream)
@@ -137,7 +166,7 @@ def run(label, argv, plan_name, jit, env):
     problems = []
     if proc.returncode != 0 or done is None:
         return [f"{label}: the interpreter ended with {describe_exit(proc.returncode)}: "
-                f"{proc.stderr.strip()[-1500:]}"], None
+                f"{stderr_gist(proc.stderr)}"], None
     if "wrong" in reports:
         problems.append(f"{label}: a call returned a wrong result: {reports['wrong']}")
     pid = done["pid"]

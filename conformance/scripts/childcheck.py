@@ -28,6 +28,18 @@ def describe_exit(code):
     return f"exit status {code}"
 
 
+def stderr_gist(stderr, limit=1500):
+    """What a dead child's stderr says, shortly: an AddressSanitizer report's error line, the first frames of
+    its first stack and its summary; otherwise the last `limit` characters."""
+    lines = stderr.strip().splitlines()
+    error = next((i for i, line in enumerate(lines) if "ERROR: AddressSanitizer" in line), None)
+    if error is None:
+        return stderr.strip()[-limit:]
+    frames = [line.strip() for line in lines[error + 1:] if line.strip().startswith("#")][:6]
+    summary = next((line for line in lines if line.startswith("SUMMARY: AddressSanitizer")), "")
+    return " | ".join([lines[error].strip(), *frames, summary])
+
+
 def child_reports(stdout):
     """The JSON lines a child printed, by their "phase" (the last one of a phase wins); other lines are skipped."""
     reports = {}
