@@ -101,16 +101,15 @@ def ensure_arch_base_image(client, suite: str, arch: str, log=print) -> str:
 
 def _bootstrap_base(client, suite: str, packages: list[str], tag: str, log, debian_arch: str | None = None,
                     extra_suites: tuple[str, ...] = ()) -> None:
-    """mmdebstrap suite (and extra_suites of the same archive, e.g. bookworm-backports) from the machine's
-    own archive entry, then `docker import` as tag."""
+    """mmdebstrap suite (and extra_suites of the same archive, e.g. bookworm-backports) from the Debian archive
+    of sources.debian_archive_uri(), then `docker import` as tag."""
     host.ensure_commands({"mmdebstrap": "mmdebstrap"}, log)
-    entry = sources.machine_archive_entry()
     repository, _, version = tag.partition(":")
     with tempfile.TemporaryDirectory(prefix="cpython-perf-rootfs-", dir=_scratch_dir()) as tmp:
         tar = Path(tmp) / "rootfs.tar"
         arch_option = [f"--architectures={debian_arch}"] if debian_arch else []
-        cmd = ["mmdebstrap", "--variant=apt", *arch_option, f"--include={','.join(packages)}", suite, str(tar),
-               f"deb {entry['uri']} {suite} main", *(f"deb {entry['uri']} {extra} main" for extra in extra_suites)]
+        cmd = ["mmdebstrap", "--variant=apt", *arch_option, f"--include={','.join(packages)}",
+               *mmdebstrap_archive_args(suite, sources.debian_archive_uri(), extra_suites, str(tar))]
         log("$ " + " ".join(cmd))
         proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True)
         if proc.returncode != 0:
@@ -119,6 +118,18 @@ def _bootstrap_base(client, suite: str, packages: list[str], tag: str, log, debi
         client.api.import_image_from_file(str(tar), repository=repository, tag=version)
     if not _image_exists(client, tag):
         raise ImageBuildFailed(f"docker import did not create {tag}")
+
+
+def mmdebstrap_archive_args(suite: str, uri: str | None, extra_suites=(), target: str = "rootfs.tar") -> list[str]:
+    """mmdebstrap's suite, target and mirror arguments.  With no archive named, no mirror is given: mmdebstrap
+    then takes its default archive for a Debian suite, and the extra suites are added to the sources list it
+    wrote (a setup hook, before anything is downloaded) with that list's own archive."""
+    if uri is not None:
+        return [suite, target, f"deb {uri} {suite} main", *(f"deb {uri} {extra} main" for extra in extra_suites)]
+    hooks = [f"--setup-hook=uri=$(awk '$1 == \"deb\" && $3 == \"{suite}\" {{print $2; exit}}' "
+             f"\"$1/etc/apt/sources.list\") && [ -n \"$uri\" ] && "
+             f"echo \"deb $uri {extra} main\" >> \"$1/etc/apt/sources.list\"" for extra in extra_suites]
+    return [*hooks, suite, target]
 
 
 def _scratch_dir() -> str | None:

@@ -120,7 +120,7 @@ def render_base_dockerfile(suite: str, packages: list[str]) -> str:
     return _environment().get_template("base.Dockerfile.j2").render(suite=suite, packages=packages)
 
 
-def render_tools_dockerfile(base_image: str, base_suite: str, archive_uri: str, suite: str, samply: str,
+def render_tools_dockerfile(base_image: str, base_suite: str, archive_uri: str | None, suite: str, samply: str,
                             inferno: str) -> str:
     """docker/tools.Dockerfile.j2: samply and the inferno flame-graph command (cpython_perf.tools)."""
     return _environment().get_template("tools.Dockerfile.j2").render(

@@ -40,8 +40,8 @@ CACHE_ENV = "CPYTHON_PERF_SOURCE_CACHE"
 MIRROR_ENV = "CPYTHON_PERF_PYTHON_ORG_MIRROR"
 PYTHON_ORG_FTP = "https://www.python.org/ftp/python"
 APT_SOURCE_FILES = (Path("/etc/apt/sources.list"), Path("/etc/apt/sources.list.d"))
-# The Debian archive to bootstrap from, where the machine's apt sources name none (a GitHub Actions
-# runner is Ubuntu: .github/workflows/ set it to a Debian mirror); wins over the apt sources when set.
+# The Debian archive to bootstrap from; wins over the apt sources when set.  Where neither names one (a
+# GitHub Actions runner is Ubuntu), mmdebstrap's own default archive is used (debian_archive_uri()).
 DEBIAN_ARCHIVE_ENV = "CPYTHON_PERF_DEBIAN_ARCHIVE"
 # The verified Debian source packages' cache (distro/source_packages.py keeps them there).
 DEBIAN_SOURCE_CACHE_ENV = "CPYTHON_PERF_DEBIAN_SOURCE_CACHE"
@@ -253,6 +253,23 @@ def machine_archive_entry(paths=APT_SOURCE_FILES) -> dict:
             continue
         return {"uri": entry["uris"][0], "signed_by": entry.get("signed_by")}
     raise _NotHere("this machine has no Debian archive entry in its apt sources")
+
+
+def debian_archive_uri() -> str | None:
+    """The Debian archive the images are bootstrapped from: $CPYTHON_PERF_DEBIAN_ARCHIVE, else this machine's
+    main Debian archive entry, else None: the archive mmdebstrap chooses by default for a Debian suite (and
+    writes into the image's apt sources, from which the images' later apt steps take it)."""
+    try:
+        return machine_archive_entry()["uri"]
+    except _NotHere:
+        return None
+
+
+def describe_archive(uri: str | None) -> str:
+    """The archive in words, for logs and reports."""
+    if uri is not None:
+        return uri
+    return f"mmdebstrap's default Debian archive (no ${DEBIAN_ARCHIVE_ENV}, no Debian entry in the apt sources)"
 
 
 def apt_entries(paths=APT_SOURCE_FILES):

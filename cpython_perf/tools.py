@@ -69,8 +69,9 @@ def _crate_files() -> list[Path]:
                   if p.is_file() and "target" not in p.relative_to(FLAMEGRAPH_CRATE).parts)
 
 
-def tools_dockerfile(matrix: Matrix, archive_uri: str, host: str | None = None) -> str:
-    """The tools image's Dockerfile on a host of that arch (default: this one): FROM the host's base."""
+def tools_dockerfile(matrix: Matrix, archive_uri: str | None, host: str | None = None) -> str:
+    """The tools image's Dockerfile on a host of that arch (default: this one): FROM the host's base.  With no
+    archive named (None), the profilers' suite comes from the archive of the base image's own apt sources."""
     pins = _pins(matrix)
     return render.render_tools_dockerfile(render.host_base_image_tag(matrix.base_suite, host), matrix.base_suite,
                                           archive_uri, pins.suite, pins.samply, pins.inferno)
@@ -85,7 +86,7 @@ def tools_image_tag(dockerfile: str) -> str:
 
 def ensure_tools_image(client, matrix: Matrix, log=print) -> str:
     """The tools image's tag, built (with the base image it starts from) if missing."""
-    dockerfile = tools_dockerfile(matrix, sources.machine_archive_entry()["uri"])
+    dockerfile = tools_dockerfile(matrix, sources.debian_archive_uri())
     tag = tools_image_tag(dockerfile)
     if images._image_exists(client, tag):
         return tag

@@ -219,6 +219,23 @@ def test_tools_digest_is_the_drivers_with_the_workflows_archive(monkeypatch):
     assert job["tag"] == tag and job["digest"] == tag.split(":")[1]
 
 
+def test_with_no_archive_anywhere_the_plan_takes_mmdebstraps_default(monkeypatch):
+    """A fork's pull request on an Ubuntu runner: no repository variable, no Debian entry in the apt sources.
+    The plan still runs, and its tools image is the one the image job builds with the default archive (the
+    Dockerfile reads the archive from the base image's own sources), not the one of a named archive."""
+    monkeypatch.delenv(sources.DEBIAN_ARCHIVE_ENV, raising=False)
+
+    def no_entry(*_args, **_kw):
+        raise sources._NotHere("this machine has no Debian archive entry in its apt sources")
+    monkeypatch.setattr(sources, "machine_archive_entry", no_entry)
+    assert sources.debian_archive_uri() is None
+    dockerfile = tools.tools_dockerfile(MATRIX, None)
+    assert "/etc/apt/sources.list" in dockerfile and "deb None" not in dockerfile
+    job = next(j for j in build_plan(MATRIX, "pull_request")["images"] if j["name"] == "tools")
+    assert job["tag"] == tools.tools_image_tag(dockerfile)
+    assert job["tag"] != tools.tools_image_tag(tools.tools_dockerfile(MATRIX, "http://archive.invalid/debian"))
+
+
 def test_size_under_githubs_matrix_limit(full_plan):
     for key, members in full_plan["shards"].items():
         assert len(members) <= ci_plan.MAX_MATRIX_JOBS, key
