@@ -703,10 +703,10 @@ def run(matrix: Matrix, args, program: list[str] | None, log=print, client=None,
     image, python = target.image, target.python
     env: dict[str, str] = {}
     if args.requirements:
-        image, python = ensure_requirements_image(client, target, Path(args.requirements), args.reinstall, log,
-                                                  record_lines)
+        image, python = ensure_requirements_image(client, target, cwd / Path(args.requirements).expanduser(),
+                                                  args.reinstall, log, record_lines)
         env = {"VIRTUAL_ENV": VENV}
-    out = prepare_out(Path(args.out).expanduser().resolve())
+    out = prepare_out((cwd / Path(args.out).expanduser()).resolve())
     mounts = {cwd: (SRC, "rw"), out: (OUT, "rw"), out / "tmp": (TMP, "rw")}
     if args.requirements:
         env["PATH"] = f"{VENV}/bin:{image_path_variable(client, image)}"
@@ -742,6 +742,8 @@ def run(matrix: Matrix, args, program: list[str] | None, log=print, client=None,
         session.exec(Step("chown", ownership_command(*owner), ["sh", "-c", ownership_command(*owner)]), quiet=True)
         session.close()
         (out / COMMANDS).write_text("\n".join(record_lines) + "\n")
+        if owner != (os.getuid(), os.getgid()):
+            os.chown(out / COMMANDS, *owner)   # as the rest (a root caller handing the outputs to another user)
     if (out / SCRIPT_TEXT).is_file():
         for line in summarise((out / SCRIPT_TEXT).read_text(errors="replace")):
             log(line)
