@@ -481,8 +481,7 @@ class Session:
                 if chunk:
                     tail = (tail + chunk)[-20000:]
                     if step.stream:
-                        stream.buffer.write(chunk) if hasattr(stream, "buffer") else stream.write(chunk.decode(errors="replace"))
-                        stream.flush()
+                        _write(stream, chunk)
         code = api.exec_inspect(exec_id).get("ExitCode")
         seconds = time.monotonic() - started
         if not quiet:
@@ -491,6 +490,16 @@ class Session:
 
     def close(self) -> None:
         self.container.remove(force=True)
+
+
+def _write(stream, chunk: bytes) -> None:
+    """The program's own output, as it comes, to the terminal (or to whatever stands in for it)."""
+    if hasattr(stream, "buffer"):
+        stream.flush()
+        stream.buffer.write(chunk)
+    else:
+        stream.write(chunk.decode(errors="replace"))
+    stream.flush()
 
 
 def _image_id(client, ref: str) -> str | None:
@@ -696,8 +705,14 @@ def run(matrix: Matrix, args, program: list[str] | None, log=print, client=None,
         from . import build
 
         log(f"{target.image} does not exist here: building it (a cold build takes minutes)")
-        build.ensure_cell_image(target.cell, matrix, log)
-    capability = containers.perf_capability(client, target.image, perf=target.perf)
+        try:
+            build.ensure_cell_image(target.cell, matrix, log)
+        except DriverError as exc:   # no source here, a failed build: not a usage error
+            raise ProfileFailed(f"{target.image} could not be built: {exc}") from None
+    try:
+        capability = containers.perf_capability(client, target.image, perf=target.perf)
+    except DriverError as exc:   # PerfNotPermitted: this machine's engine, not the command line
+        raise ProfileFailed(str(exc)) from None
     log(f"profile: {target.label} in {target.image}, mode {mode} ({MODE_WHY[mode]})")
 
     image, python = target.image, target.python
@@ -795,4 +810,12 @@ def _report_top(text: str, n: int = 12) -> list[str]:
 
 
 def main(matrix: Matrix, args, program: list[str] | None, log=print) -> int:
-    return run(matrix, args, program, log)
+    """The CLI's entry: run(); an error of the Docker engine is a run-time failure, said in one line."""
+    try:
+        import docker.errors
+    except ImportError:   # host.docker_client says what is missing
+        return run(matrix, args, program, log)
+    try:
+        return run(matrix, args, program, log)
+    except docker.errors.DockerException as exc:
+        raise ProfileFailed(f"the Docker engine refused: {' '.join(str(exc).split())}") from None

@@ -15,8 +15,6 @@ flame graph SVG.
 from __future__ import annotations
 
 import argparse
-import io
-import os
 import re
 import shutil
 from html import escape
@@ -100,6 +98,17 @@ def test_an_unknown_mode_is_refused_by_the_parser(capsys):
 
 def test_a_run_time_failure_exits_1():
     assert profile.ProfileFailed("x").exit_code == 1 and DriverError("x").exit_code == 2
+
+
+def test_an_engine_error_is_a_one_line_run_time_failure(monkeypatch):
+    import docker.errors
+
+    def refuse(*args, **kwargs):
+        raise docker.errors.APIError("500 Server Error: cannot mount\nvolume")
+
+    monkeypatch.setattr(profile, "run", refuse)
+    with pytest.raises(profile.ProfileFailed, match=r"^the Docker engine refused: 500 Server Error: cannot mount volume$"):
+        profile.main(MATRIX, None, ["x.py"])
 
 
 # --------------------------------------------------------------------------
