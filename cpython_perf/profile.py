@@ -261,14 +261,21 @@ def ring_buffer_step() -> Step:
     return Step("ring-buffer", "", ["sh", "-c", f"{DWARF_MMAP_FUNCTION}\ndwarf_mmap"])
 
 
+def marker_command(uid: int) -> str:
+    """Before the run: the root-owned paths the current directory already has (they stay root's), listed in
+    START_MARKER, whose time marks the start (ownership_command)."""
+    return f"find {SRC} -xdev -user 0 > {START_MARKER}" if uid != 0 else f"touch {START_MARKER}"
+
+
 def ownership_command(uid: int, gid: int) -> str:
-    """Give the invoking user what the run wrote: the output directory, and what appeared (or changed) in
-    the current directory during the run owned by root (e.g. __pycache__)."""
+    """Give the invoking user what the run wrote: the output directory, and what appeared in the current
+    directory during the run owned by root (e.g. __pycache__) -- not what was root's before the run (a
+    root-owned directory the program wrote in stays root's)."""
     owner = f"{uid}:{gid}"
     line = ""
     if uid != 0:
         line = (f"[ -e {START_MARKER} ] && find {SRC} -xdev -user 0 -newer {START_MARKER} "
-                f"-exec chown -h {owner} {{}} + ; ")
+                f"| grep -vxF -f {START_MARKER} | while IFS= read -r p; do chown -h {owner} \"$p\"; done; ")
     return line + f"rm -f {START_MARKER}; chown -R {owner} {OUT}"
 
 
@@ -728,7 +735,7 @@ def run(matrix: Matrix, args, program: list[str] | None, log=print, client=None,
     failure, program_status, timings = None, None, {}
     session = Session(client, image, mounts, [capability], env, SRC, log, record_lines)
     try:
-        session.exec(Step("mark", "", ["touch", START_MARKER]), quiet=True)
+        session.exec(Step("mark", "", ["sh", "-c", marker_command(owner[0])]), quiet=True)
         ring_buffer = None
         if RING_BUFFER_PLACEHOLDER in record_options(target, mode, args.frequency):
             code, said, _ = session.exec(ring_buffer_step(), quiet=True)

@@ -203,7 +203,10 @@ def test_outputs_go_to_the_invoking_user():
     assert profile.ownership_command(0, 0) == f"rm -f {profile.START_MARKER}; chown -R 0:0 /out"
     line = profile.ownership_command(1000, 100)
     assert line.endswith("chown -R 1000:100 /out")
-    assert f"find /src -xdev -user 0 -newer {profile.START_MARKER} -exec chown -h 1000:100" in line
+    # what became root's during the run, less what was root's before it (listed in the marker)
+    assert f"find /src -xdev -user 0 -newer {profile.START_MARKER} | grep -vxF -f {profile.START_MARKER} |" in line
+    assert profile.marker_command(1000) == f"find /src -xdev -user 0 > {profile.START_MARKER}"
+    assert profile.marker_command(0) == f"touch {profile.START_MARKER}"
 
 
 def test_docker_run_line_is_a_command_a_user_can_paste():
