@@ -5,6 +5,7 @@
   nox -s conformance-3.13-fp  real perf inside that image (builds it if needed)
   nox -s tests                unit tests + the smoke cells (what CI runs)
   nox -s unit                 unit tests of the driver only (no Docker)
+  nox -s profile -- 3.13-fp -- script.py ARGS   your program under real perf, outputs in ./perf-profile/
   nox -s pin -- --check       list the recipes' pins that python.org has a newer release of
   nox -s x86_64               build and check every x86_64 cell (the whole host matrix; not in CI)
   nox -s aarch64              build and check every aarch64 cell (cross builds, qemu-user, qemu-system guests)
@@ -123,6 +124,16 @@ def conformance_image(session):
     (cpython_perf.external; JUnit in results/external-<name>/junit.xml)."""
     _install(session)
     session.run("python", "-m", "cpython_perf.external", "conformance", *session.posargs)
+
+
+@nox.session(default=False)
+def profile(session):
+    """Your own program under real perf in a cell's image, from the directory nox was started in:
+    nox -s profile -- 3.13-fp [--mode perf_jit] [--requirements FILE] -- script.py ARGS
+    (perf.data, perf script text and a flame graph in ./perf-profile/; cpython_perf/profile.py)."""
+    _install(session)
+    session.chdir(session.invoked_from)   # nox runs sessions in the noxfile's directory; the program is here
+    session.run("python", "-m", "cpython_perf", "profile", *session.posargs)
 
 
 # The benchmark groups: session -> (group of `python -m cpython_perf.bench`, what it writes).  Each writes

@@ -12,7 +12,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from . import build, host, images, patches, pins, sources
+from . import build, host, images, patches, pins, profile, sources
 from .ci import plan as ci_plan
 from .errors import DriverError
 from .matrix import HOST_ARCH, KNOWN_ARCHES, load_matrix
@@ -65,6 +65,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rebuild", action="store_true", help="build again even if the cache has these packages")
     p.add_argument("--no-checks", action="store_true", help="build (and lintian) only: no install images, no checks")
     p.add_argument("--no-lintian", action="store_true", help="skip lintian and the archive comparison")
+    p = sub.add_parser("profile", help="run your own program under real perf in a cell's image (or any image): "
+                                       "perf.data, perf script text, a flame graph written to --out "
+                                       "(cpython_perf/profile.py)",
+                       usage="python -m cpython_perf profile (CELL | --image IMAGE --python PATH) [--mode MODE] "
+                             "[--requirements FILE] [--out DIR] [-F HZ] -- script.py [ARGS ...]")
+    profile.add_arguments(p)
+    argv, program = profile.split_program(sys.argv[1:] if argv is None else list(argv))
     args = parser.parse_args(argv)
 
     try:
@@ -116,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
             written = series_forms.write_forms(matrix.series_of(args.version), out)
             print(f"quilt form: {written['quilt']}/ (append its series after the distribution's own patches)")
             print(f"git am form: {written['mbox']}")
+        elif args.command == "profile":
+            return profile.main(matrix, args, program, _log)
         elif args.command == "deb":
             from .distro import deb_build
 
