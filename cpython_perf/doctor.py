@@ -84,7 +84,7 @@ class Plan:
     perf_image: str | None = None                        # an image here with perf in it
 
 
-def plan_images(matrix: Matrix, present: set[str]) -> Plan:
+def plan_images(matrix: Matrix, present: set[str], archive: Callable[[], dict] = sources.machine_archive_entry) -> Plan:
     """The smoke cells' images (by tag: doctor does not fetch sources to digest them), the tools image and the
     base image, each present or missing, and an image with perf to probe in (a cell's, else the base)."""
     from . import tools
@@ -94,7 +94,7 @@ def plan_images(matrix: Matrix, present: set[str]) -> Plan:
     plan = Plan([c.name for c in cells], base_present=base in present)
     wanted = [c.image for c in cells]
     try:
-        wanted.append(tools.tools_image_tag(tools.tools_dockerfile(matrix, sources.machine_archive_entry()["uri"])))
+        wanted.append(tools.tools_image_tag(tools.tools_dockerfile(matrix, archive()["uri"])))
     except DriverError:
         wanted.append("cpython-perf-tools:<tag>")   # no archive entry: the archive check says so
     plan.missing = [tag for tag in wanted if tag not in present] + ([] if plan.base_present else [base])
@@ -251,7 +251,7 @@ def diagnose(matrix: Matrix, machine: Machine | None = None) -> list[Check]:
     machine = machine or Machine()
     engine, client = check_engine(machine)
     present = machine.images(client) if client is not None else set()
-    plan = plan_images(matrix, present)
+    plan = plan_images(matrix, present, machine.archive)
     checks = [engine, *check_perf(machine, client, plan), check_paranoid(machine)]
     checks.append(_install_or_fail("patch", "patch", "patch", "applies the series before every build", machine))
     checks.append(_install_or_fail("gpgv", "gpgv", "gpgv", "checks the releases' OpenPGP signatures (without it "
