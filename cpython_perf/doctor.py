@@ -117,6 +117,9 @@ def _install_or_fail(name: str, command: str, package: str, what: str, machine: 
 def check_engine(machine: Machine) -> tuple[Check, object | None]:
     try:
         client = machine.docker()
+    except ImportError as exc:
+        return Check("docker engine", FAIL, f"the Docker SDK for Python is missing ({exc})",
+                     "pip install -e . (or run through ./nox)"), None
     except DriverError as exc:
         first = str(exc).splitlines()[0]
         if machine.setup_allowed() and "DOCKER_HOST" not in os.environ:
