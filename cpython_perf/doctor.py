@@ -167,9 +167,10 @@ def check_perf(machine: Machine, client, plan: Plan) -> list[Check]:
     else:
         checks.append(Check("sampling event", WARN,
                             f"{first.asked} gave {first.error or '0 samples'}; the suite records with -e "
-                            f"{choice.event} ({choice.chosen.samples} samples), and samply, which cannot be told "
-                            "an event, records nothing here",
-                            "nothing for perf (the suite falls back itself); samply's tests fail on this host",
+                            f"{choice.event} ({choice.chosen.samples} samples); samply cannot be told an event and "
+                            "falls back only when opening cycles fails, so it may record nothing here",
+                            "nothing for perf (the suite falls back itself); where samply records nothing its "
+                            "tests fail, saying why",
                             required=False))
     return checks
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
 import tempfile
 import time
 from dataclasses import dataclass

@@ -5,8 +5,6 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from dataclasses import replace
-from types import SimpleNamespace
 
 import pytest
 
