@@ -6,6 +6,7 @@
   nox -s tests                unit tests + the smoke cells (what CI runs)
   nox -s unit                 unit tests of the driver only (no Docker)
   nox -s profile -- 3.13-fp -- script.py ARGS   your program under real perf, outputs in ./perf-profile/
+  nox -s doctor               can this machine run the default job? (each problem with its fix)
   nox -s pin -- --check       list the recipes' pins that python.org has a newer release of
   nox -s x86_64               build and check every x86_64 cell (the whole host matrix; not in CI)
   nox -s aarch64              build and check every aarch64 cell (cross builds, qemu-user, qemu-system guests)
@@ -73,6 +74,14 @@ def unit(session):
     _install_workflow_linters(session)
     _install_signature_checker(session)
     _pytest(session, "tests", "-q", "-m", "not container")
+
+
+@nox.session(default=False)
+def doctor(session):
+    """Can this machine run the default job? Docker, perf capability and event, tools, disk, archive, each
+    problem with its fix, in one screen (python -m cpython_perf doctor; exit 1 when the job cannot run)."""
+    _install(session)
+    _driver(session, "doctor", *session.posargs)
 
 
 @nox.session

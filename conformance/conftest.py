@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from cpython_perf import build, containers, external, guest, host, perf_runs, tools
+from cpython_perf import build, containers, external, guest, host, perf_event, perf_runs, tools
 from cpython_perf.errors import DockerUnavailable, DriverError, PerfNotPermitted, SourceUnavailable, UnknownCell
 from cpython_perf.matrix import Cell, cannot_build_reason, load_matrix
 from cpython_perf.perf_samples import min_chain_fraction
@@ -300,6 +300,15 @@ def perf_cap_for(image: str, docker_client) -> str:
         cannot_run(str(exc))
 
 
+def perf_event_for(image: str, cap: str | None, docker_client, perf: str = "perf") -> perf_event.EventChoice:
+    """The event every recording on this host samples with: perf's default, or cpu-clock where the default gives
+    no sample (cpython_perf.perf_event; probed once a session, in the first image asked about)."""
+    try:
+        return perf_event.host_event(docker_client, image, cap, perf)
+    except perf_event.NoSamples as exc:
+        cannot_run(str(exc))
+
+
 @pytest.fixture(scope="session")
 def samply_binary(docker_client):
     """Host path of Debian's samply (pinned in matrix.yaml `profilers:`), from the tools image."""
@@ -319,6 +328,7 @@ class CellRunner:
 
     python = "python3"   # the interpreter of the image (an external target's: its --python)
     perf = "perf"        # the perf command of the image (an external image's may be perf_X.Y)
+    event = None         # the host's sampling event for perf record -e (None: perf's default; perf_event_for)
 
     def __init__(self, client, image: str, workdir: Path, cap: str | None):
         self.client, self.image, self.workdir, self.cap = client, image, workdir, cap
@@ -327,12 +337,23 @@ class CellRunner:
         self.extra_mounts: dict[Path, str] = {}   # e.g. a tool's binary, read by the command
 
     def run(self, command, env=None, timeout=900, perf=True) -> containers.RunResult:
+        if perf and self.event:   # for the check scripts that run perf record themselves
+            env = {perf_event.RECORD_EVENT_ENV: self.event, **(env or {})}
         return containers.run(
             self.client, self.image, command,
             mounts={self.src: "/src", self.tmp: "/tmp", **self.extra_mounts},
             cap_add=[self.cap] if (perf and self.cap) else [],
             env=env, timeout=timeout,
         )
+
+    def use_host_event(self, record_property) -> "CellRunner":
+        """Record with the host's sampling event (perf_event_for), and say which in the test's properties
+        (perf_event: the report's `event` column)."""
+        if self.cap:
+            choice = perf_event_for(self.image, self.cap, self.client, self.perf)
+            self.event = choice.event
+            record_property("perf_event", choice.label)
+        return self
 
 
 def _workdir(path: Path) -> Path:
@@ -442,11 +463,13 @@ def runner_for(docker_client, tmp_path, tmp_path_factory, record_property):
         image = image_for(cell, docker_client)
         workdir = _workdir(tmp_path / cell.name)
         if cell.foreign:
+            if perf:
+                record_property("perf_event", f"{perf_runs.GUEST_EVENT} (qemu-system guest)")
             return GuestRunner(docker_client, image, workdir, cell,
                                lambda: guest_run_for(cell, docker_client, tmp_path_factory), record_property)
         # a build-only cell's image has no perf to probe (and nothing to record)
         cap = perf_cap_for(image, docker_client) if perf and not cell.build_only else None
-        return CellRunner(docker_client, image, workdir, cap)
+        return CellRunner(docker_client, image, workdir, cap).use_host_event(record_property)
 
     return make
 
@@ -503,7 +526,7 @@ def target_runner(target, docker_client, tmp_path, tmp_path_factory, record_prop
     runner = CellRunner(docker_client, target.image, _workdir(tmp_path / target.name), facts.capability)
     runner.python = target.python
     runner.perf = facts.perf.command or "perf"
-    return runner
+    return runner.use_host_event(record_property)
 
 
 def target_check_gate(cell, script: Path, target_facts, record_property) -> None:

@@ -58,7 +58,8 @@ def test_perf_jit_periods_around_a_switch(cell, runner_for, record_property):
         pytest.skip(f"{cell.name}: a foreign arch records in a qemu-system guest, whose one boot per cell runs "
                     "the seed chain; this recording is checked on the x86_64 cells")
     runner = runner_for(cell)
-    run = perf_runs.perf_run(cell, "perf_jit", "xoption", SCRIPT, args=("--seconds", PERIOD_SECONDS))
+    run = perf_runs.perf_run(cell, "perf_jit", "xoption", SCRIPT, args=("--seconds", PERIOD_SECONDS),
+                            event=runner.event)
     result = runner.run(run.shell, timeout=900)
     assert result.exit_code == 0, f"perf run failed in {runner.image}:\n{run.shell}\n{result.stderr[-4000:]}"
     stdout = (runner.src / "python.stdout").read_text()

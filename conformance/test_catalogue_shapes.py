@@ -122,7 +122,8 @@ SHAPE_C_STACK_KB = 256 * 1024
 
 
 def record(runner, cell, mode, shape):
-    run = perf_runs.perf_run(cell, mode, "xoption", script_path(shape), c_stack_kb=SHAPE_C_STACK_KB)
+    run = perf_runs.perf_run(cell, mode, "xoption", script_path(shape), c_stack_kb=SHAPE_C_STACK_KB,
+                            event=runner.event)
     result = runner.run(run.shell, timeout=900)
     died = f" (python3 was killed by signal {result.exit_code - 128})" if result.exit_code > 128 else ""
     assert result.exit_code == 0, (

@@ -20,7 +20,7 @@ import pytest
 
 from cpython_perf import containers, perf_runs
 
-from conftest import image_for, perf_cap_for
+from conftest import image_for, perf_cap_for, perf_event_for
 
 pytestmark = pytest.mark.needs_perf   # skipped on build-only cells (conftest)
 
@@ -29,16 +29,17 @@ MAPPED_AFTER = 1.5    # seconds after A's perf.data appears: its buffers are map
 REFUSED = "Permission error mapping pages"
 
 
-def recording(name: str, seconds: float) -> str:
+def recording(name: str, seconds: float, event: str | None = None) -> str:
     loop = f"import time\nt = time.time()\nwhile time.time() - t < {seconds}: pass\n"
+    event_option = f"-e {shlex.quote(event)} " if event else ""
     return "\n".join([
         perf_runs.DWARF_MMAP_FUNCTION,
         'echo "buffer $(dwarf_mmap) memlock $(ulimit -l) cpus $(nproc)"',
-        f"perf record -F 999 -g -m $(dwarf_mmap) -o /tmp/{name}.data -- python3 -c {shlex.quote(loop)}",
+        f"perf record {event_option}-F 999 -g -m $(dwarf_mmap) -o /tmp/{name}.data -- python3 -c {shlex.quote(loop)}",
     ])
 
 
-def run_pair(client, image: str, cap: str, mlock: bool, tmp_path: Path) -> dict:
+def run_pair(client, image: str, cap: str, mlock: bool, tmp_path: Path, event: str | None = None) -> dict:
     """A and B at once; their results, and how long they overlapped."""
     results: dict[str, containers.RunResult | BaseException] = {}
     spans: dict[str, tuple[float, float]] = {}
@@ -48,7 +49,7 @@ def run_pair(client, image: str, cap: str, mlock: bool, tmp_path: Path) -> dict:
         work.mkdir()
         start = time.monotonic()
         try:
-            results[name] = containers.run(client, image, recording(name, seconds), workdir="/tmp",
+            results[name] = containers.run(client, image, recording(name, seconds, event), workdir="/tmp",
                                            mounts={work: "/tmp"}, cap_add=[cap], mlock=mlock, timeout=120)
         except BaseException as exc:  # noqa: BLE001 - reported below
             results[name] = exc
@@ -103,7 +104,9 @@ def test_two_recordings_at_once_with_the_drivers_containers(cell, docker_client,
     skip_foreign(cell)
     image = image_for(cell, docker_client)
     cap = perf_cap_for(image, docker_client)
-    pair = run_pair(docker_client, image, cap, True, tmp_path)
+    event = perf_event_for(image, cap, docker_client)
+    record_property("perf_event", event.label)
+    pair = run_pair(docker_client, image, cap, True, tmp_path, event.event)
     record_property("capabilities", ",".join(containers.container_capabilities([cap])))
     record_property("overlap_seconds", round(pair["overlap"], 1))
     print(summary(pair))
@@ -120,7 +123,9 @@ def test_without_cap_ipc_lock_the_second_is_refused(cell, docker_client, tmp_pat
     skip_foreign(cell)
     image = image_for(cell, docker_client)
     cap = perf_cap_for(image, docker_client)
-    pair = run_pair(docker_client, image, cap, False, tmp_path)
+    event = perf_event_for(image, cap, docker_client)
+    record_property("perf_event", event.label)
+    pair = run_pair(docker_client, image, cap, False, tmp_path, event.event)
     print(summary(pair))
     numbers = facts(pair["b"])
     alone, held = containers.perf_mmap_refused(mlock_kb(), numbers["cpus"], numbers["rlimit_kb"],

@@ -39,7 +39,8 @@ def expected_chain(target, mode, facts, record_property):
 
 def attempt(runner, target, mode, activation, facts, record_property) -> external.Evidence | None:
     """Record the seed script in one activation; None when the chain is there, else what was seen."""
-    run = perf_runs.perf_run(target, mode, activation, SEED_SCRIPT, python=runner.python, perf=runner.perf)
+    run = perf_runs.perf_run(target, mode, activation, SEED_SCRIPT, python=runner.python, perf=runner.perf,
+                            event=runner.event)
     result = runner.run(run.shell, timeout=900)
     if result.exit_code != 0:
         return external.Evidence(activation, error=(result.stderr or result.stdout)[-2000:])

@@ -35,7 +35,12 @@ def record(runner, samply_binary, mode):
     result = runner.run(samply.record_command(mode, "xoption", SCRIPT, samply=f"{SAMPLY_MOUNT}/samply"),
                         timeout=600)
     assert result.exit_code == 0, f"samply record failed in {runner.image}:\n{result.stderr[-3000:]}"
-    return samply.read_profile(runner.src)
+    samples = samply.read_profile(runner.src)
+    if not samples and runner.event:
+        pytest.fail(f"samply recorded no sample: perf's default event gives none on this host (the probe chose "
+                    f"{runner.event} for perf), and samply 0.13 has no option to choose its event: it falls back to "
+                    "cpu-clock only when opening cycles fails (cpython_perf.perf_event)", pytrace=False)
+    return samples
 
 
 def _skip_foreign(cell):

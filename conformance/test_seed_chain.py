@@ -34,7 +34,7 @@ def record(runner, cell, mode, activation, record_property=None):
     reason = guest_skip_reason(cell, mode, activation) if cell.foreign else None
     if reason:
         pytest.skip(reason)
-    run = perf_runs.perf_run(cell, mode, activation, SCRIPT)
+    run = perf_runs.perf_run(cell, mode, activation, SCRIPT, event=runner.event)
     result = runner.run(run.shell, timeout=900)
     assert result.exit_code == 0, f"perf run failed in {runner.image}:\n{run.shell}\n{result.stderr[-4000:]}"
     if record_property is not None:

@@ -1,7 +1,10 @@
 """Command line of the driver: `python -m cpython_perf COMMAND ...`.
 
 Errors the user can act on (DriverError) are printed as one message, without
-a traceback, and the exit status is non-zero.
+a traceback: exit status 2 for a usage error (argparse's, an unknown cell, a
+bad matrix), 1 for a runtime failure (errors.RuntimeFailure).  Long steps print
+a heartbeat and keep their output in results/logs/ (cpython_perf.progress);
+--verbose prints all of it.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from . import build, host, images, patches, pins, profile, sources
+from . import build, host, images, patches, pins, profile, progress, sources
 from .ci import plan as ci_plan
 from .errors import DriverError
 from .matrix import HOST_ARCH, KNOWN_ARCHES, load_matrix
@@ -26,23 +29,31 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m cpython_perf", description=__doc__.splitlines()[0])
     parser.add_argument("--matrix", help="path of matrix.yaml (default: the project's)")
     sub = parser.add_subparsers(dest="command", required=True)
+    # the long steps' output (docker build, mmdebstrap, dpkg-buildpackage, qemu guests): a heartbeat, or all of it
+    loud = argparse.ArgumentParser(add_help=False)
+    loud.add_argument("--verbose", "-v", action="store_true",
+                      help="print the long steps' whole output (default: a heartbeat line every 30 s; the output "
+                           "is in results/logs/ either way)")
+    sub.add_parser("doctor", help="can this machine run the default job? Docker, perf, tools, disk, archive; "
+                                  "each problem with its fix (exit 1: something the job needs is missing)")
     sub.add_parser("cells", help="list the cells of the matrix as JSON lines")
     p = sub.add_parser("render", help="print a cell's rendered Dockerfile")
     p.add_argument("cell")
     p = sub.add_parser("fetch", help="fetch and verify a cell's source tarball")
     p.add_argument("cell")
-    p = sub.add_parser("build", help="build a cell's image cpython-perf:<cell>")
+    p = sub.add_parser("build", help="build a cell's image cpython-perf:<cell>", parents=[loud])
     p.add_argument("cell")
     p.add_argument("--base-mode", choices=images.BASE_MODES, default=None,
                    help="how to make the base image (default: auto, or $CPYTHON_PERF_BASE_MODE)")
     p.add_argument("--no-cache", action="store_true", help="rebuild every layer of the cell image")
     p.add_argument("--if-stale", action="store_true",
                    help="build only if no image of the same inputs digest exists (a CI worker's build step)")
-    p = sub.add_parser("base-image", help="create the base image if it does not exist")
+    p = sub.add_parser("base-image", help="create the base image if it does not exist", parents=[loud])
     p.add_argument("--mode", choices=images.BASE_MODES, default=None)
     p.add_argument("--arch", choices=KNOWN_ARCHES, default=HOST_ARCH,
                    help="the base of another arch's cells (always bootstrapped; --mode is the host base's)")
-    sub.add_parser("tools-image", help="create the tools image (samply, flame graphs) if it does not exist")
+    sub.add_parser("tools-image", help="create the tools image (samply, flame graphs) if it does not exist",
+                   parents=[loud])
     p = sub.add_parser("plan", help="the jobs of a CI run as JSON: images, cells, report (cpython_perf/ci/plan.py)")
     ci_plan.add_arguments(p)
     p = sub.add_parser("pin", help="pin a series to its newest python.org release (signature checked), or "
@@ -55,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("version", help="a version with a patch series (e.g. 3.11)")
     p.add_argument("--out", default=None, help="output directory (default: dist/series/<version>)")
     p = sub.add_parser("deb", help="build a distro lane's Debian source package with the series added, with "
-                                   "Debian's own debian/rules, install it in a clean container and check it")
+                                   "Debian's own debian/rules, install it in a clean container and check it",
+                       parents=[loud])
     p.add_argument("lane", help="a lane of matrix.yaml distros: (e.g. bookworm-3.11)")
     p.add_argument("--release-grade", action="store_true",
                    help="the archive's own build flags (PGO, LTO, the test suite; no frame pointers added)")
@@ -73,9 +85,15 @@ def main(argv: list[str] | None = None) -> int:
     profile.add_arguments(p)
     argv, program = profile.split_program(sys.argv[1:] if argv is None else list(argv))
     args = parser.parse_args(argv)
+    if getattr(args, "verbose", False):
+        progress.set_verbose()
 
     try:
         matrix = load_matrix(args.matrix)
+        if args.command == "doctor":
+            from . import doctor
+
+            return doctor.main(matrix)
         if args.command == "cells":
             for cell in matrix.cells.values():
                 print(json.dumps({"name": cell.name, "version": cell.recipe.version, "variant": cell.variant.name,

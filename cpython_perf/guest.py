@@ -30,8 +30,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import host
-from .errors import DriverError
+from . import host, progress
+from .errors import DriverError, RuntimeFailure
 from .matrix import Cell
 
 GUEST_DIR = "cpython-perf"          # /cpython-perf in the guest's root
@@ -228,20 +228,29 @@ def run_in_guest(client, cell: Cell, jobs: list[GuestJob], files: list[Path], *,
         cmd = qemu_command(cell, tmp / "vmlinuz", tmp / "initrd.img", disk, output)
         log(f"booting {cell.image} in {cell.arch_facts.qemu_system} ({len(jobs)} jobs): {shlex.join(cmd)}")
         boot_started = time.monotonic()
-        console, boot_seconds = _run_qemu(cmd, timeout, log)
+        console, boot_seconds = _run_qemu(cmd, timeout, log, f"guest-{cell.name}")
         total = time.monotonic() - boot_started
         up, done = parse_console_times(console)
         if done is None:
-            raise DriverError(f"the {cell.name} guest did not finish its jobs (no {DONE_MARKER} on its console "
-                              f"within {timeout:.0f} s); console tail:\n{console[-4000:]}")
+            raise RuntimeFailure(f"the {cell.name} guest did not finish its jobs (no {DONE_MARKER} on its console "
+                              f"within {timeout:.0f} s; whole console: {progress.log_path(f'guest-{cell.name}')}); "
+                              f"console tail:\n{console[-4000:]}")
         results = _read_outputs(output, jobs)
     return GuestRun(results["jobs"], boot_seconds if boot_seconds is not None else (up or 0.0), total,
                     disk_seconds, console, results["uname"])
 
 
-def _run_qemu(cmd: list[str], timeout: float, log=print) -> tuple[str, float | None]:
+def _run_qemu(cmd: list[str], timeout: float, log=print, name: str = "guest") -> tuple[str, float | None]:
     """Run qemu to its power-off; the console text and the seconds until init started.
-    The init script's own lines (start, each job's exit, done) are logged as they come."""
+    The init script's own lines (start, each job's exit, done) are logged as they come; the whole console goes to
+    results/logs/<name>.log, with a heartbeat between those lines (cpython_perf.progress; --verbose: every line)."""
+    with progress.Progress(f"qemu-system guest {name}", progress.log_path(name), log) as step:
+        console, boot_seconds = _qemu_console(cmd, timeout, log, step)
+        step.ok = DONE_MARKER in console
+    return console, boot_seconds
+
+
+def _qemu_console(cmd: list[str], timeout: float, log, step) -> tuple[str, float | None]:
     started = time.monotonic()
     lines: list[str] = []
     boot_seconds = None
@@ -268,9 +277,10 @@ def _run_qemu(cmd: list[str], timeout: float, log=print) -> tuple[str, float | N
             for raw in complete:
                 line = raw.decode(errors="replace").rstrip("\r")
                 lines.append(line)
+                step.line(line)
                 if boot_seconds is None and UP_MARKER in line:
                     boot_seconds = time.monotonic() - started
-                if line.startswith((UP_MARKER, DONE_MARKER, "job ")):
+                if line.startswith((UP_MARKER, DONE_MARKER, "job ")) and not step.verbose:
                     log(f"guest [{time.monotonic() - started:6.0f} s] {line}")
         if buffer:
             lines.append(buffer.decode(errors="replace"))

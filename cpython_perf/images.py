@@ -21,17 +21,15 @@ current one.
 
 from __future__ import annotations
 
-import collections
 import hashlib
 import os
 import shutil
-import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import host, patches, render, sources
+from . import host, patches, progress, render, sources
 from .errors import DriverError, ImageBuildFailed
 from .matrix import ARCH_FACTS, HOST_ARCH, PROJECT_ROOT, Cell, Matrix, cannot_build_reason, runs_natively
 
@@ -111,9 +109,11 @@ def _bootstrap_base(client, suite: str, packages: list[str], tag: str, log, debi
         cmd = ["mmdebstrap", "--variant=apt", *arch_option, f"--include={','.join(packages)}",
                *mmdebstrap_archive_args(suite, sources.debian_archive_uri(), extra_suites, str(tar))]
         log("$ " + " ".join(cmd))
-        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise ImageBuildFailed(f"mmdebstrap failed (exit {proc.returncode}):\n{proc.stderr.strip()[-3000:]}")
+        with progress.Progress(f"mmdebstrap {tag}", progress.log_path(f"mmdebstrap-{tag}"), log) as step:
+            rc = step.run(cmd)
+            step.ok = rc == 0
+        if rc != 0:
+            raise ImageBuildFailed(f"mmdebstrap failed (exit {rc}); {step.failure()}")
         log(f"importing {tar.stat().st_size // (1 << 20)} MiB rootfs as {tag}")
         client.api.import_image_from_file(str(tar), repository=repository, tag=version)
     if not _image_exists(client, tag):
@@ -273,25 +273,28 @@ def build_cell_image(client, inputs: CellInputs, suite: str, log=print, base_mod
 
 
 def _docker_build(client, ctx: Path, tag: str, log, no_cache: bool = False) -> str:
-    """Run docker build, streaming step and log lines; tag only on success."""
-    tail: collections.deque[str] = collections.deque(maxlen=40)
+    """Run docker build, tag only on success.  Its output goes to results/logs/build-<tag>.log with a heartbeat
+    and the Step lines on the console (cpython_perf.progress; every line with --verbose); a failure's message
+    has the log's tail."""
     image_id = None
-    try:
-        stream = client.api.build(path=str(ctx), tag=tag, rm=True, forcerm=True, decode=True, pull=False,
-                                nocache=no_cache)
-        for chunk in stream:
-            if "stream" in chunk:
-                for line in chunk["stream"].splitlines():
-                    tail.append(line)
-                    log(line)
-            if "aux" in chunk and "ID" in chunk["aux"]:
-                image_id = chunk["aux"]["ID"]
-            if "error" in chunk:
-                raise ImageBuildFailed(
-                    f"docker build of {tag} failed: {chunk['error'].strip()}\nlast lines:\n" + "\n".join(tail)
-                )
-    except ImageBuildFailed:
-        raise
-    except Exception as exc:
-        raise ImageBuildFailed(f"docker build of {tag} failed: {exc}") from None
+    with progress.Progress(f"docker build {tag}", progress.log_path(f"build-{tag}"), log) as step:
+        try:
+            stream = client.api.build(path=str(ctx), tag=tag, rm=True, forcerm=True, decode=True, pull=False,
+                                      nocache=no_cache)
+            for chunk in stream:
+                if "stream" in chunk:
+                    for line in chunk["stream"].splitlines():
+                        step.line(line, show=line.startswith("Step "))
+                if "aux" in chunk and "ID" in chunk["aux"]:
+                    image_id = chunk["aux"]["ID"]
+                if "error" in chunk:
+                    step.line(chunk["error"].rstrip())
+                    step.ok = False
+                    raise ImageBuildFailed(f"docker build of {tag} failed: {chunk['error'].strip()}\n"
+                                           + step.failure())
+        except ImageBuildFailed:
+            raise
+        except Exception as exc:
+            step.ok = False
+            raise ImageBuildFailed(f"docker build of {tag} failed: {exc}\n{step.failure()}") from None
     return image_id or tag

@@ -64,9 +64,11 @@ GUEST_SAMPLE_FREQUENCY = 999
 GUEST_DWARF_SAMPLE_FREQUENCY = 250
 
 
-def record_options(cell: Cell, mode: str | None) -> list[str]:
-    """perf record options for a mode (None: frame-pointer call graphs, nothing activated)."""
-    options = ["-F", str(SAMPLE_FREQUENCY), "-g"]
+def record_options(cell: Cell, mode: str | None, event: str | None = None) -> list[str]:
+    """perf record options for a mode (None: frame-pointer call graphs, nothing activated).
+    event: the host's sampling event (perf_event.host_event; None: perf's default); a foreign cell's guest
+    always samples with GUEST_EVENT."""
+    options = [*(["-e", event] if event else []), "-F", str(SAMPLE_FREQUENCY), "-g"]
     if cell.foreign:
         rate = GUEST_DWARF_SAMPLE_FREQUENCY if mode == "perf_jit" else GUEST_SAMPLE_FREQUENCY
         options = ["-e", GUEST_EVENT, "-F", str(rate), "-g"]
@@ -105,17 +107,18 @@ def python_command(mode: str | None, activation: str, script: str,
 
 def perf_run(cell: Cell, mode: str | None, activation: str = "xoption", script: str = SEED_SCRIPT,
              c_stack_kb: int | None = None, args: tuple[str, ...] = (), python: str = "python3",
-             perf: str = "perf") -> PerfRun:
+             perf: str = "perf", event: str | None = None) -> PerfRun:
     """Shell script that records, (injects), and writes perf script output to /src/<output>.
 
     c_stack_kb raises the C stack limit (ulimit -s) for the recording, for scripts that nest
     deeper than the default 8 MiB allows once every Python call is a C call of the eval loop.
     python and perf: the interpreter and the perf command to run (an external target's, cpython_perf.external).
+    event: the sampling event (record_options).
     """
     argv, env = python_command(mode, activation, script, args, python)
     envs = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
     perf = shlex.quote(perf)
-    record = f"{perf} record {' '.join(record_options(cell, mode))} -o /src/perf.data -- "
+    record = f"{perf} record {' '.join(record_options(cell, mode, event))} -o /src/perf.data -- "
     phases = f"/src/{PHASES_OUTPUT}"
     lines = [
         "set -eu",

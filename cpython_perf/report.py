@@ -15,7 +15,9 @@ checks, whichever run it came from; not read back as an input):
   pass; a cell is "passed" only with no failure, no error and no skip;
 - per cell: durations, the record_property values of each test
   (chain_fraction etc.) and the perf and kernel versions where a test
-  recorded them (properties perf_version, kernel_version).
+  recorded them (properties perf_version, kernel_version), and the event perf
+  sampled with (property perf_event: perf's default, or cpu-clock where the
+  host's probe found that the default gives no sample; cpython_perf.perf_event).
 
 A testcase belongs to the cell whose name is the longest one of the matrix that
 its parametrize id starts with (3.13-fp-vanilla before 3.13-fp).  Testcases
@@ -63,7 +65,9 @@ from .perf_samples import py_symbol
 OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed")
 LABEL = {"passed": "pass", "failed": "FAIL", "error": "ERROR", "skipped": "skip", "xfailed": "xfail",
          None: "-", "not run": "not run"}
-VERSION_PROPERTIES = ("perf_version", "kernel_version")
+# perf_event: the sampling event of the host's recordings (cpython_perf.perf_event: perf's default, or
+# cpu-clock where the default gives no sample), the `event` column
+VERSION_PROPERTIES = ("perf_version", "kernel_version", "perf_event")
 SEED_PERF_SCRIPT = "seed.perf-script.txt"   # default `perf script` output of the seed run, per cell
 SEED_FLAMEGRAPH = "seed-flamegraph.svg"
 CELL_JUNIT_DIR = "junit"   # results/junit/<cell>.xml: the report's consolidated JUnit file of each cell
@@ -373,8 +377,8 @@ def _md_escape(text: str) -> str:
 def render_markdown(report: Report) -> str:
     out = ["# cpython-perf results", "", f"Generated {report.generated} from the JUnit files under results/"
            + (f" ({report.retired} results of tests the suite no longer has left out)." if report.retired else "."), ""]
-    out += ["## Cells", "", "| cell | status | pass | fail | error | skip | duration (s) | perf | kernel | seed flame graph |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    out += ["## Cells", "", "| cell | status | pass | fail | error | skip | duration (s) | perf | kernel | event | seed flame graph |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for cell in report.cells:
         n, v = report.counts(cell), report.versions(cell)
         ran = bool(report.grid.get(cell))
@@ -443,7 +447,7 @@ def render_html(report: Report) -> str:
            f"<style>{_CSS}</style></head><body>", "<h1>cpython-perf results</h1>",
            f"<p>Generated {e(report.generated)} from the JUnit files under results/.</p>",
            "<h2>Cells</h2><table><tr><th>cell</th><th>status</th><th>pass</th><th>fail</th><th>error</th>"
-           "<th>skip</th><th>duration (s)</th><th>perf</th><th>kernel</th><th>seed flame graph</th></tr>"]
+           "<th>skip</th><th>duration (s)</th><th>perf</th><th>kernel</th><th>event</th><th>seed flame graph</th></tr>"]
     for cell in report.cells:
         status, n, v = report.status(cell), report.counts(cell), report.versions(cell)
         ran = bool(report.grid.get(cell))
@@ -452,7 +456,7 @@ def render_html(report: Report) -> str:
             nums = "".join(f"<td>{c}</td>" for c in (n["passed"], n["failed"], n["error"], n["skipped"] + n["xfailed"]))
             nums += f"<td>{report.seconds(cell):.1f}</td>" + "".join(f"<td>{e(v[k])}</td>" for k in VERSION_PROPERTIES)
         else:
-            nums = "<td></td>" * 7
+            nums = "<td></td>" * (5 + len(VERSION_PROPERTIES))
         svg, note = _flame_note(report, cell)
         nums += f"<td><a href='{e(svg, quote=True)}'>svg</a>: {e(note)}</td>" if svg else f"<td>{e(note)}</td>"
         out.append(f"<tr><td>{e(cell)}</td><td class='{cls}'>{e(status)}</td>{nums}</tr>")

@@ -19,6 +19,11 @@ container's CAP_SYS_ADMIN (or CAP_PERFMON) is what the kernel checks.  The
 recording therefore bind-mounts, inside the container's own mount namespace
 (CAP_SYS_ADMIN allows it), a file reading 1 over that sysctl; the host's value
 is not touched.
+
+samply has no option to choose its event, so the host's event probe
+(cpython_perf.perf_event: cpu-clock where the default event opens but never
+samples) cannot be passed on: on such a host samply records nothing, and the
+suite's samply tests say so.
 """
 
 from __future__ import annotations

@@ -120,9 +120,33 @@ def test_skip_reason_and_properties_are_shown(tmp_path):
     assert "skip [1]" in grid_row and "pass" not in grid_row
     assert "1. 3.12-fp test_seed_chain[perf-xoption]: skip: 3.12-fp: source not available here" in md
     assert "chain_fraction=0.9731" in md and "chain_fraction=0.9731" in page
-    assert rep.versions("3.13-fp") == {"perf_version": "6.12.43", "kernel_version": "6.18.0"}
-    assert rep.versions("3.12-fp") == {"perf_version": "not recorded", "kernel_version": "not recorded"}
+    assert rep.versions("3.13-fp") == {"perf_version": "6.12.43", "kernel_version": "6.18.0",
+                                       "perf_event": "not recorded"}
+    assert rep.versions("3.12-fp") == {"perf_version": "not recorded", "kernel_version": "not recorded",
+                                       "perf_event": "not recorded"}
     assert "source not available here" in page
+
+
+def test_the_sampling_event_is_shown_per_cell(tmp_path):
+    """The event the host's probe chose (cpython_perf.perf_event) is the `event` column of each cell's row, in
+    the Markdown, the HTML and the cell's consolidated JUnit file."""
+    fallback = "cpu-clock (default: 0 samples)"
+    junit(tmp_path / "a" / "junit.xml", "\n".join([
+        case("test_seed_chain[3.13-fp-perf-xoption]", props={"perf_event": fallback}),
+        case("test_seed_chain[3.13-fp-perf-env]", props={"perf_event": fallback}),
+        case("test_seed_chain[3.12-fp-perf-xoption]", props={"perf_event": "default (cycles:P)"}),
+    ]))
+    md, page = report.write_report(tmp_path, MATRIX, renderer="none here")
+    text, markup = md.read_text(), page.read_text()
+    header = next(line for line in text.splitlines() if line.startswith("| cell | status |"))
+    assert "| perf | kernel | event |" in header
+    row = next(line for line in text.splitlines() if line.startswith("| 3.13-fp | "))
+    assert f"| {fallback} |" in row
+    row = next(line for line in text.splitlines() if line.startswith("| 3.12-fp | "))
+    assert "| default (cycles:P) |" in row
+    assert "<th>event</th>" in markup and f"<td>{fallback}</td>" in markup
+    cell_file = (tmp_path / report.CELL_JUNIT_DIR / "3.13-fp.xml").read_text()
+    assert f'name="perf_event" value="{fallback}"' in cell_file
 
 
 def test_the_newest_file_wins(tmp_path):

@@ -23,6 +23,8 @@ import tempfile
 from childcheck import finish, perf_script_samples
 
 CANNOT_CHECK = 2
+# the host's sampling event (cpython_perf.perf_event), passed by the suite's runner; none: perf's default
+EVENT = ["-e", os.environ["CPYTHON_PERF_EVENT"]] if os.environ.get("CPYTHON_PERF_EVENT") else []
 
 PROGRAM = r'''
 import ctypes, os, sys, time
@@ -65,7 +67,7 @@ def main():
         with open(prog, "w") as fh:
             fh.write(PROGRAM)
         data = os.path.join(workdir, "perf.data")
-        rec = subprocess.run(["perf", "record", "-F", "999", "-g", "-o", data, "--", sys.executable, prog],
+        rec = subprocess.run(["perf", "record", *EVENT, "-F", "999", "-g", "-o", data, "--", sys.executable, prog],
                              capture_output=True, text=True, timeout=300)
         if rec.returncode == 3:
             print(f"cannot check: {rec.stdout.strip()}")

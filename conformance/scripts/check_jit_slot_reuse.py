@@ -31,6 +31,8 @@ from childcheck import (child_reports, describe_exit, finish, jitdump_code_loads
                         remove_perf_files)
 
 CANNOT_CHECK = 2
+# the host's sampling event (cpython_perf.perf_event), passed by the suite's runner; none: perf's default
+EVENT = ["-e", os.environ["CPYTHON_PERF_EVENT"]] if os.environ.get("CPYTHON_PERF_EVENT") else []
 
 CHURN = r'''
 import gc, json, os, sys
@@ -127,7 +129,7 @@ def check_recording():
         with open(prog, "w") as fh:
             fh.write(SPIN)
         data, injected = os.path.join(workdir, "perf.data"), os.path.join(workdir, "perf.jit.data")
-        rec = subprocess.run(["perf", "record", "-F", "999", "-k", "1", "--call-graph", "dwarf,16384", "-o", data,
+        rec = subprocess.run(["perf", "record", *EVENT, "-F", "999", "-k", "1", "--call-graph", "dwarf,16384", "-o", data,
                               "--", sys.executable, "-X", "perf_jit", prog],
                              capture_output=True, text=True, timeout=300)
         found = re.search(r"pid (\d+)", rec.stdout)

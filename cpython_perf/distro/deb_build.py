@@ -53,8 +53,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .. import containers, regrtest, sources
-from ..errors import DriverError, ImageBuildFailed
+from .. import containers, progress, regrtest, sources
+from ..errors import DriverError, ImageBuildFailed, RuntimeFailure
 from ..matrix import PERF_C_API, PROJECT_ROOT, DistroLane, Matrix
 
 NEW_SYMBOLS = PERF_C_API
@@ -453,11 +453,10 @@ def image_label(tag: str) -> str | None:
 def bootstrap_image(cmd: list[str], tar: Path, tag: str, digest: str, log_file: Path, log) -> None:
     """Run mmdebstrap, then `docker import` the tarball as tag (labelled with digest): tagged only once whole."""
     log("$ " + shlex.join(cmd))
-    with open(log_file, "a") as out:
-        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
-    if proc.returncode != 0:
+    rc = run_logged(cmd, log_file, log=log, what=f"mmdebstrap {tag}")
+    if rc != 0:
         _clean_mmdebstrap_leftovers(log_file, log)
-        raise ImageBuildFailed(f"mmdebstrap for {tag} failed (exit {proc.returncode}); log: {log_file}\n"
+        raise ImageBuildFailed(f"mmdebstrap for {tag} failed (exit {rc}); log: {log_file}\n"
                                + _tail_of(log_file))
     log(f"importing {tar.stat().st_size >> 20} MiB rootfs as {tag}")
     proc = subprocess.run(["docker", "import", "--change", f"LABEL {INPUTS_LABEL}={digest}", str(tar), tag],
@@ -516,19 +515,19 @@ def docker_run_command(image: str, argv: list[str], *, mounts: dict[Path, str] |
     return cmd + [image, *argv]
 
 
-def run_logged(cmd: list[str], log_file: Path, name: str | None = None, timeout: float | None = None) -> int:
-    """Run a command with its output appended to log_file; the named container is removed if interrupted."""
-    with open(log_file, "a") as out:
-        out.write(f"$ {shlex.join(cmd)}\n")
-        out.flush()
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+def run_logged(cmd: list[str], log_file: Path, name: str | None = None, timeout: float | None = None,
+               log=lambda line: None, what: str | None = None) -> int:
+    """Run a command with its output appended to log_file, a heartbeat on log (cpython_perf.progress: every line
+    with --verbose); the named container is removed if interrupted."""
+    with progress.Progress(what or shlex.join(cmd[-3:]), log_file, log, append=True) as step:
         try:
-            return proc.wait(timeout=timeout)
+            rc = step.run(cmd, timeout=timeout)
         except BaseException:
             if name:
                 subprocess.run(["docker", "rm", "-f", name], capture_output=True)
-            proc.kill()
             raise
+        step.ok = rc == 0
+        return rc
 
 
 def run_captured(cmd: list[str], timeout: float = 3600) -> subprocess.CompletedProcess:
@@ -806,9 +805,9 @@ class LaneRun:
     def _container(self, image, argv, mounts, log_file, what, env=None, workdir=None, network=True):
         name = f"cpython-perf-deb-{self.lane.name}-{what}-{os.getpid()}"
         cmd = docker_run_command(image, argv, mounts=mounts, env=env, workdir=workdir, name=name, network=network)
-        rc = run_logged(cmd, log_file, name)
+        rc = run_logged(cmd, log_file, name, log=self.log, what=f"{self.lane.name}: {what}")
         if rc != 0:
-            raise DriverError(f"{self.lane.name}: {what} failed (exit {rc}) in {image}; log: {log_file}\n"
+            raise RuntimeFailure(f"{self.lane.name}: {what} failed (exit {rc}) in {image}; log: {log_file}\n"
                               f"{_tail_of(log_file, 40)}")
 
     def sizes(self, out: Path, debs: list[str]) -> dict[str, int]:
