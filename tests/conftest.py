@@ -22,6 +22,18 @@ def project_copy(tmp_path) -> Path:
     return tmp_path
 
 
+@pytest.fixture(scope="module")
+def docker_client():
+    """A Docker client for the tests marked `container`; no engine is a failure (they were selected to run)."""
+    from cpython_perf import host
+    from cpython_perf.errors import DockerUnavailable
+
+    try:
+        return host.docker_client()
+    except DockerUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
 def edit(path: Path, old: str, new: str) -> None:
     text = path.read_text()
     assert old in text, f"{old!r} not in {path}"

@@ -380,17 +380,6 @@ PIPE = re.compile(rf"py::pipe:{re.escape(profile.VENV)}/lib/python3\.\d+t?/site-
 OWNER = (4321, 4322)   # not the user running the tests: the outputs must be handed over
 
 
-@pytest.fixture(scope="module")
-def docker_client():
-    from cpython_perf import host
-    from cpython_perf.errors import DockerUnavailable
-
-    try:
-        return host.docker_client()
-    except DockerUnavailable as exc:
-        pytest.fail(str(exc), pytrace=False)
-
-
 def need_image(client, image: str) -> str:
     if profile._image_id(client, image) is None:
         pytest.skip(f"{image} is not built here (nox -s build-{image.split(':', 1)[1]})")

@@ -16,21 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from cpython_perf import host, images
-from cpython_perf.errors import DockerUnavailable
+from cpython_perf import images
 from cpython_perf.matrix import PROJECT_ROOT
 
 pytestmark = pytest.mark.container
 
 SUITES = ("bookworm", "trixie")   # Debian 12, Debian 13
-
-
-@pytest.fixture(scope="module")
-def docker_client():
-    try:
-        return host.docker_client()
-    except DockerUnavailable as exc:
-        pytest.fail(str(exc), pytrace=False)
 
 
 def pristine_image(client, suite: str) -> str:
