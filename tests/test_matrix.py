@@ -59,8 +59,8 @@ def test_unquoted_version_is_caught(project_copy):
 
 
 def test_unknown_variant_in_cells(project_copy):
-    edit(project_copy / "matrix.yaml", "      fp: {modes: []}\n  \"3.11\"", "      debug: {modes: []}\n  \"3.11\"")
-    expect_error(project_copy, "debug: {modes: []}", "unknown variant 'debug'")
+    edit(project_copy / "matrix.yaml", "      fp: {modes: []}\n  \"3.11\"", "      pgo: {modes: []}\n  \"3.11\"")
+    expect_error(project_copy, "pgo: {modes: []}", "unknown variant 'pgo'")
 
 
 def test_unknown_perf_mode(project_copy):
