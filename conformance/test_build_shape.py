@@ -154,6 +154,9 @@ if sysconfig.get_config_var("Py_ENABLE_SHARED"):
 SETUP = re.compile(r"\bmov\s+%rsp,%rbp$|\bmov\s+x29,\s*sp$|\badd\s+x29,\s*sp,")   # x86-64, aarch64
 FUNC = re.compile(r"^[0-9a-f]+ <([^>]+)>:$")
 CALL = re.compile(r"^\s*[0-9a-f]+:\s+(call|bl|blr)\s")
+# calls that never return (a failed assert() of a --with-pydebug build, the stack protector's report): the
+# compiler may lay them out before a shrink-wrapped frame setup that the path to them has already passed
+NORETURN = re.compile(r"<(__assert_fail|__stack_chk_fail|abort)@plt>$")
 # the C runtime's start files are not compiled with the build's flags
 CRT = {"_start", "deregister_tm_clones", "register_tm_clones", "__do_global_dtors_aux", "frame_dummy",
        "_dl_relocate_static_pie", "_init", "_fini"}
@@ -184,7 +187,7 @@ for path in files:
         elif state["name"] is not None and not state["call"]:
             if SETUP.search(line):
                 state["setup"] = True
-            elif CALL.match(line):
+            elif CALL.match(line) and not NORETURN.search(line):
                 state["call"] = True
     finish()
     if proc.wait() != 0:

@@ -19,7 +19,23 @@ import sys
 import sysconfig
 
 PROBING = "--probe" in sys.argv
-DURATION = 0.4  # seconds of leaf work in a profiled run
+
+
+def seconds_since_start():
+    """Wall-clock seconds since this process started (Linux /proc; 0 where it cannot be read)."""
+    try:
+        with open("/proc/self/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        started = int(fields[19]) / os.sysconf("SC_CLK_TCK")   # field 22, starttime, in clock ticks
+        with open("/proc/uptime") as fh:
+            return max(0.0, float(fh.read().split()[0]) - started)
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+# Seconds of leaf work in a profiled run: at least 0.4, and three times what start-up and the imports took, so
+# that the leaf's work dominates the samples however slow the build (--with-pydebug, -O0, ASan) or the host.
+DURATION = max(0.4, 3 * seconds_since_start())
 
 
 def symbol(code):
