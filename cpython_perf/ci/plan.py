@@ -418,7 +418,8 @@ def build_plan(matrix: Matrix, event: str = "pull_request", labels=(), select=()
                     "documentation_only": selection.documentation_only},
         "images": image_jobs, "cells": cell_jobs, "report": report, "shards": shards,
         "counts": {"images": len(image_jobs), "cells": len(cell_jobs),
-                   "jobs": 1 + len(image_jobs) + len(cell_jobs) + 1},   # plan + images + cells + report
+                   # plan + images + cells + report (skipped where no cell is selected)
+                   "jobs": 1 + len(image_jobs) + len(cell_jobs) + (1 if cell_jobs else 0)},
     }
 
 
