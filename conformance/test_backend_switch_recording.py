@@ -26,8 +26,6 @@ qemu-user, by scripts/check_jit_dump_reactivation.py.
 
 from __future__ import annotations
 
-import pytest
-
 from cpython_perf import perf_runs
 from cpython_perf.perf_samples import min_chain_fraction, parse_perf_script, py_symbol
 
