@@ -107,9 +107,10 @@ def pin(session):
 
 @nox.session(default=False)
 def report(session):
-    """Write results/report.md and results/report.html from the latest JUnit files under results/."""
+    """Write results/report.md and results/report.html from the latest JUnit files under results/
+    ($CPYTHON_PERF_RESULTS where set; the report's header names the directory read)."""
     _install(session)
-    session.run("python", "-m", "cpython_perf.report", "--results", "results", *session.posargs)
+    session.run("python", "-m", "cpython_perf.report", *session.posargs)
 
 
 @nox.session(name="buildbot-local", default=False)

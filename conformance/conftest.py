@@ -14,7 +14,11 @@ are checked by test_build_only.py; every test marked `needs_perf` is skipped
 on them, with the reason, before any fixture runs.
 
 A cell whose source cannot be had, or in which perf is not permitted, is
-skipped with the reason; it never passes.
+skipped with the reason; it never passes.  A check that does not apply to a
+cell by matrix.yaml (a mode it does not claim, a flag it is not built with,
+...) is skipped with not_applicable(fact, reason): the fact is recorded as
+the property skip_expected, which the report checks against matrix.yaml to
+tell such an expected skip from a missing check.
 
 An external target is not a cell: `--image IMAGE --python PATH [--expect-modes
 perf,perf_jit]` checks an interpreter in an image as it is (cpython_perf.external):
@@ -36,6 +40,7 @@ from cpython_perf import build, containers, external, guest, host, perf_event, p
 from cpython_perf.errors import DockerUnavailable, DriverError, PerfNotPermitted, SourceUnavailable, UnknownCell
 from cpython_perf.matrix import Cell, cannot_build_reason, load_matrix
 from cpython_perf.perf_samples import min_chain_fraction
+from cpython_perf.report import SKIP_EXPECTED
 
 MATRIX = load_matrix()
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -74,6 +79,7 @@ def pytest_collection_modifyitems(config, items):
         if cell is not None and cell.build_only and item.get_closest_marker("needs_perf"):
             # before any fixture runs (no perf probe, no tools image): skipped, never passed
             item.add_marker(pytest.mark.skip(reason=build_only_skip_reason(cell)))
+            item.user_properties.append((SKIP_EXPECTED, "build_only"))
 
 
 def item_cell(item):
@@ -266,6 +272,28 @@ _strict_cells = False
 def pytest_sessionstart(session):
     global _strict_cells
     _strict_cells = session.config.getoption("strict_cells")
+
+
+_item = None   # the test being run (not_applicable records its property there)
+
+
+@pytest.fixture(autouse=True)
+def _current_item(request):
+    global _item
+    _item = request.node
+    yield
+    _item = None
+
+
+def not_applicable(fact: str, reason: str):
+    """Skip a check that does not apply to the cell by matrix.yaml.  fact is what makes it so, which the
+    report checks against matrix.yaml (cpython_perf.report.expected_skip): mode:<mode> (not claimed),
+    vanilla, build_only, backends (none offered), cflag:<flag> / configure:<option>[,<option>] (not built
+    with), twin (none in matrix.yaml), foreign / native (emulated on its runner, or not)."""
+    __tracebackhide__ = True   # pytest -rs names the test's line, not this one
+    if _item is not None:
+        _item.user_properties.append((SKIP_EXPECTED, fact))
+    pytest.skip(reason)
 
 
 def cannot_run(message: str):

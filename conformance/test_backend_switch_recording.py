@@ -26,10 +26,10 @@ qemu-user, by scripts/check_jit_dump_reactivation.py.
 
 from __future__ import annotations
 
-import pytest
-
 from cpython_perf import perf_runs
 from cpython_perf.perf_samples import min_chain_fraction, parse_perf_script, py_symbol
+
+from conftest import not_applicable
 
 SCRIPT = "/src/switch_backends.py"
 PERIOD_SECONDS = "1.0"
@@ -51,11 +51,11 @@ def periods(stdout: str) -> dict[str, tuple[float, float]]:
 
 def test_perf_jit_periods_around_a_switch(cell, runner_for, record_property):
     if cell.vanilla:
-        pytest.skip(f"{cell.name} is a vanilla twin: only fix reproducers run there")
+        not_applicable("vanilla", f"{cell.name} is a vanilla twin: only fix reproducers run there")
     if "perf_jit" not in cell.modes:
-        pytest.skip(f"{cell.name} claims no perf_jit mode (modes: {', '.join(cell.modes) or 'none'})")
+        not_applicable("mode:perf_jit", f"{cell.name} claims no perf_jit mode (modes: {', '.join(cell.modes) or 'none'})")
     if cell.foreign:
-        pytest.skip(f"{cell.name}: a foreign arch records in a qemu-system guest, whose one boot per cell runs "
+        not_applicable("foreign", f"{cell.name}: a foreign arch records in a qemu-system guest, whose one boot per cell runs "
                     "the seed chain; this recording is checked on the x86_64 cells")
     runner = runner_for(cell)
     run = perf_runs.perf_run(cell, "perf_jit", "xoption", SCRIPT, args=("--seconds", PERIOD_SECONDS),

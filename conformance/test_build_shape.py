@@ -7,6 +7,8 @@ import re
 
 import pytest
 
+from conftest import not_applicable
+
 PROBE = r"""
 import json, platform, shutil, sys, sysconfig
 keys = ["PY_HAVE_PERF_TRAMPOLINE", "CFLAGS", "PY_CFLAGS", "CONFIG_ARGS", "MULTIARCH"]
@@ -119,7 +121,7 @@ def test_branch_protection_kept(cell, runner_for, record_property):
     there the gap must show (3.13.5: fixed by patches/3.13/0007)."""
     expected = branch_protection_features(cell.cflags)
     if not expected:
-        pytest.skip(f"{cell.name} is not built with -mbranch-protection (CFLAGS: {cell.cflags or 'none'})")
+        not_applicable("cflag:-mbranch-protection", f"{cell.name} is not built with -mbranch-protection (CFLAGS: {cell.cflags or 'none'})")
     runner = runner_for(cell, perf=False)
     result = runner.run(["python3", "-c", BINARIES_PROBE], perf=False)
     assert result.exit_code == 0, result.stderr
@@ -217,7 +219,7 @@ def test_frame_pointers_in_the_machine_code(cell, runner_for, record_property):
     without frame pointers (1 of 1251).  The assembly trampoline is held to it too: on the patched cells
     it builds a frame record; only a vanilla twin may show the released trampoline without one."""
     if "-fno-omit-frame-pointer" not in cell.cflags.split():
-        pytest.skip(f"{cell.name} is not built with -fno-omit-frame-pointer (CFLAGS: {cell.cflags or 'none'})")
+        not_applicable("cflag:-fno-omit-frame-pointer", f"{cell.name} is not built with -fno-omit-frame-pointer (CFLAGS: {cell.cflags or 'none'})")
     coverage = frame_pointer_coverage(runner_for(cell, perf=False))
     for path, counts in coverage.items():
         record_property(f"frame_pointer_functions {path}", f"{counts['with_frame_pointer']}/{counts['functions']}")
@@ -287,7 +289,7 @@ def test_trampoline_code_survives_the_link(cell, runner_for, record_property):
     byte-for-byte copy of that code: what LTO (the distro variant) does to the C around it leaves the
     assembly, and the bounds the C code copies it by, intact."""
     if not cell.backends:
-        pytest.skip(f"{cell.name} offers no perf backend (no trampoline built)")
+        not_applicable("backends", f"{cell.name} offers no perf backend (no trampoline built)")
     result = runner_for(cell, perf=False).run(["python3", "-X", "perf", "-c", TRAMPOLINE_PROBE], perf=False)
     assert result.exit_code == 0, result.stderr
     found = json.loads(result.stdout)
@@ -325,7 +327,7 @@ def test_pgo_and_lto_applied(cell, runner_for, record_property):
     options = cell.configure_args()
     pgo, lto = "--enable-optimizations" in options, any(o.startswith("--with-lto") for o in options)
     if not (pgo or lto):
-        pytest.skip(f"{cell.name} is configured without --enable-optimizations and --with-lto")
+        not_applicable("configure:--enable-optimizations,--with-lto", f"{cell.name} is configured without --enable-optimizations and --with-lto")
     result = runner_for(cell, perf=False).run(
         ["python3", "-c", OPTIMISATION_PROBE, f"/usr/src/{cell.recipe.srcdir}"], perf=False)
     assert result.exit_code == 0, result.stderr

@@ -54,7 +54,7 @@ import pytest
 from cpython_perf import perf_runs
 from cpython_perf.perf_samples import chain_report, min_chain_fraction, parse_perf_script
 
-from conftest import MIN_COVERAGE, PYTHON, assert_chain, dump_reach, eval_frame_bytes
+from conftest import MIN_COVERAGE, PYTHON, assert_chain, dump_reach, eval_frame_bytes, not_applicable
 
 SHAPES = ("methods", "closures", "generators", "async", "recursion", "exceptions", "sorted_key", "map")
 FOREIGN_ALLOWED = {"async": "asyncio"}   # shape -> stdlib package whose frames may sit in its stack
@@ -63,7 +63,7 @@ MIN_NESTED_RECURSION = 50  # nested py::rec frames demanded where the unwinder c
 
 def skip_foreign(cell):
     if cell.foreign:
-        pytest.skip(f"{cell.name}: a foreign arch records in a qemu-system guest, whose one boot per cell runs "
+        not_applicable("foreign", f"{cell.name}: a foreign arch records in a qemu-system guest, whose one boot per cell runs "
                     "the seed chain (test_seed_chain); the shape catalogue is checked on the x86_64 cells")
 
 

@@ -23,7 +23,7 @@ import re
 
 import pytest
 
-from conftest import check_script_fixes, target_check_gate
+from conftest import check_script_fixes, not_applicable, target_check_gate
 
 CANNOT_CHECK = 2
 
@@ -31,7 +31,7 @@ CANNOT_CHECK = 2
 def test_check_script(cell_check, runner_for, record_property, target_facts):
     cell, script = cell_check
     if cell.vanilla and cell.foreign and re.search(r"^#\s*emulated-reproduction:\s*no\b", script.read_text(), re.M):
-        pytest.skip(f"{script.name} is timing dependent and does not reproduce its defect under qemu-user "
+        not_applicable("foreign", f"{script.name} is timing dependent and does not reproduce its defect under qemu-user "
                     f"(its header says so); it is proven on the x86_64 vanilla twin")
     target_check_gate(cell, script, target_facts, record_property)   # an external target (--image/--python): see conftest
     runner = runner_for(cell)

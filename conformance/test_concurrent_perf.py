@@ -20,7 +20,7 @@ import pytest
 
 from cpython_perf import containers, perf_runs
 
-from conftest import image_for, perf_cap_for, perf_event_for
+from conftest import image_for, not_applicable, perf_cap_for, perf_event_for
 
 pytestmark = pytest.mark.needs_perf   # skipped on build-only cells (conftest)
 
@@ -91,7 +91,7 @@ def mlock_kb() -> int:
 
 def skip_foreign(cell):
     if cell.foreign:
-        pytest.skip(f"{cell.name}: perf cannot sample under qemu-user; its recordings run one at a time in its "
+        not_applicable("foreign", f"{cell.name}: perf cannot sample under qemu-user; its recordings run one at a time in its "
                     "own qemu-system guest (its own kernel and budget)")
 
 

@@ -7,14 +7,14 @@ import pytest
 from cpython_perf import containers, perf_event
 from cpython_perf.errors import PerfNotPermitted
 
-from conftest import image_for
+from conftest import image_for, not_applicable
 
 pytestmark = pytest.mark.needs_perf   # skipped on build-only cells (conftest)
 
 
 def skip_foreign(cell):
     if cell.foreign:
-        pytest.skip(f"{cell.name}: perf cannot sample under qemu-user; it runs in a qemu-system guest as root "
+        not_applicable("foreign", f"{cell.name}: perf cannot sample under qemu-user; it runs in a qemu-system guest as root "
                     "with perf_event_paranoid -1, where no container capability is involved")
 
 

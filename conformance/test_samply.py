@@ -23,7 +23,7 @@ import pytest
 from cpython_perf import samply
 from cpython_perf.perf_samples import chain_report, python_frame_count
 
-from conftest import assert_chain
+from conftest import assert_chain, not_applicable
 from test_seed_chain import SCRIPT, expected_chain
 
 pytestmark = pytest.mark.needs_perf   # skipped on build-only cells (conftest)
@@ -45,7 +45,7 @@ def record(runner, samply_binary, mode):
 
 def _skip_foreign(cell):
     if cell.foreign:
-        pytest.skip(f"{cell.name}: recordings of a foreign arch run in its qemu-system guest, which has perf "
+        not_applicable("foreign", f"{cell.name}: recordings of a foreign arch run in its qemu-system guest, which has perf "
                     "but not samply; samply is checked on the x86_64 cells")
 
 

@@ -10,6 +10,11 @@ Without activation no py:: frame may appear at all.
 
 Foreign-arch cells (aarch64) record in a qemu-system guest booted from their
 image (conftest.GuestRunner), with the cpu-clock event; the same command lines.
+
+The `perf script` output of every seed recording is kept as
+results/<cell>/seed-<mode>-<activation>.perf-script.txt, linked from the
+report's row of the cell; the first mode's -X recording is also
+results/<cell>/seed.perf-script.txt, the input of its flame graph.
 """
 
 from __future__ import annotations
@@ -19,9 +24,9 @@ import pytest
 from cpython_perf import perf_runs
 from cpython_perf.perf_samples import chain_report, parse_perf_script, py_symbol, python_frame_count
 
-from cpython_perf.report import SEED_PERF_SCRIPT
+from cpython_perf.report import SEED_PERF_SCRIPT, seed_perf_script_name
 
-from conftest import SEED_SCRIPT, assert_chain, dump_reach, guest_skip_reason, results_dir
+from conftest import SEED_SCRIPT, assert_chain, dump_reach, guest_skip_reason, not_applicable, results_dir
 
 pytestmark = pytest.mark.needs_perf   # skipped on build-only cells (conftest)
 SCRIPT = SEED_SCRIPT
@@ -33,7 +38,7 @@ def record(runner, cell, mode, activation, record_property=None):
     inject / script wall times) goes to the test's properties."""
     reason = guest_skip_reason(cell, mode, activation) if cell.foreign else None
     if reason:
-        pytest.skip(reason)
+        not_applicable("foreign", reason)
     run = perf_runs.perf_run(cell, mode, activation, SCRIPT, event=runner.event)
     result = runner.run(run.shell, timeout=900)
     assert result.exit_code == 0, f"perf run failed in {runner.image}:\n{run.shell}\n{result.stderr[-4000:]}"
@@ -65,14 +70,16 @@ def test_seed_chain(cell_mode, activation, runner_for, record_property):
     runner = runner_for(cell)
     chain = expected_chain(runner, cell, perf_runs.stack_dump_bytes(cell, mode), record_property)
     samples = record(runner, cell, mode, activation, record_property)
+    keep_perf_script(runner, cell, seed_perf_script_name(mode, activation))
     if activation == "xoption" and mode == cell.modes[0]:
-        keep_for_flame_graph(runner, cell)
+        keep_perf_script(runner, cell, SEED_PERF_SCRIPT)
     assert_chain(chain_report(samples, chain), mode, f"{mode}, {activation}", record_property)
 
 
-def keep_for_flame_graph(runner, cell) -> None:
-    """The seed run's perf script output goes to results/<cell>/, where the report draws its flame graph."""
-    target = results_dir() / cell.name / SEED_PERF_SCRIPT
+def keep_perf_script(runner, cell, name: str) -> None:
+    """The seed run's perf script output goes to results/<cell>/<name>: the report links it and draws the
+    flame graph of the first mode's -X run."""
+    target = results_dir() / cell.name / name
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".partial")
     partial.write_bytes((runner.src / perf_runs.SCRIPT_OUTPUT).read_bytes())

@@ -26,7 +26,7 @@ import pytest
 
 from cpython_perf import regrtest
 
-from conftest import MATRIX
+from conftest import MATRIX, not_applicable
 
 pytestmark = pytest.mark.upstream_regression
 RUN_TIMEOUT = 3600
@@ -50,14 +50,14 @@ def _run(runner, cell, tests):
 def test_no_new_regrtest_failures(patched_cell, runner_for, record_property):
     cell = patched_cell
     if cell.foreign:
-        pytest.skip(f"{cell.name} runs under qemu-user: CPython's test_sys must pass there outright "
+        not_applicable("foreign", f"{cell.name} runs under qemu-user: CPython's test_sys must pass there outright "
                     "(test_foreign_arch_test_sys); the full comparison runs on the native cells")
     if cell.build_only:
-        pytest.skip(f"{cell.name} is build-only and has no vanilla twin: CPython's test_sys must pass there "
+        not_applicable("build_only", f"{cell.name} is build-only and has no vanilla twin: CPython's test_sys must pass there "
                     "outright (test_build_only.py::test_cpython_test_sys)")
     twin = MATRIX.vanilla_twin(cell)
     if twin is None:
-        pytest.skip(f"{cell.name} has no vanilla twin in matrix.yaml (vanilla: true) to compare CPython's tests with")
+        not_applicable("twin", f"{cell.name} has no vanilla twin in matrix.yaml (vanilla: true) to compare CPython's tests with")
     if not MATRIX.regression_tests:
         pytest.skip("matrix.yaml lists no regression_tests")
     requested = list(MATRIX.regression_tests)
@@ -110,9 +110,9 @@ FOREIGN_ARCH_TESTS = ["test_sys"]
 def test_foreign_arch_test_sys(patched_cell, runner_for, record_property):
     cell = patched_cell
     if cell.build_only:
-        pytest.skip(f"{cell.name} is build-only: its test_sys runs in test_build_only.py::test_cpython_test_sys")
+        not_applicable("build_only", f"{cell.name} is build-only: its test_sys runs in test_build_only.py::test_cpython_test_sys")
     if not cell.foreign:
-        pytest.skip(f"{cell.name} runs natively: its CPython tests are compared with its vanilla twin")
+        not_applicable("native", f"{cell.name} runs natively: its CPython tests are compared with its vanilla twin")
     parsed = _run(runner_for(cell, perf=False), cell, FOREIGN_ARCH_TESTS)
     record_property("cases", parsed.cases)
     record_property("failures", " ".join(sorted(parsed.failures())))

@@ -10,14 +10,34 @@ checks, whichever run it came from; not read back as an input):
 - rows: every cell of matrix.yaml, also those never run ("not run");
 - columns: the checks, i.e. the test function with its parameters less the
   cell (e.g. test_seed_chain[perf-xoption]);
-- each entry: pass / FAIL / ERROR / skip (with the reason) / xfail, or "-"
-  where the cell's run did not collect that check.  A skip never shows as a
-  pass; a cell is "passed" only with no failure, no error and no skip;
+- each entry: pass / FAIL / ERROR / skip (with the reason) / n/a / xfail, or
+  "-" where the cell's run did not collect that check.  A skip never shows
+  as a pass.  "n/a" is an expected skip: the test said which fact of
+  matrix.yaml makes the check not apply to the cell (property skip_expected:
+  a mode the cell does not claim, a build-only cell, a backend, CFLAG or
+  configure option it is not built with, no vanilla twin, a foreign arch
+  emulated on its runner) and the report found that fact true of the cell in
+  matrix.yaml (and, for foreign/native, in the run's plan); any other skip is
+  a missing check.  A cell is "passed" with no failure, no error and no
+  missing check, "incomplete" with missing checks (or xfails) but no failure;
 - per cell: durations, the record_property values of each test
   (chain_fraction etc.) and the perf and kernel versions where a test
   recorded them (properties perf_version, kernel_version), and the event perf
   sampled with (property perf_event: perf's default, or cpu-clock where the
   host's probe found that the default gives no sample; cpython_perf.perf_event).
+
+Above the tables one verdict line counts the cells that ran, passed, failed
+and were incomplete, and those without results: where the run's plan is
+known (plan.json in the results directory: the CI report job downloads the
+plan job's artifact there), a cell the plan did not select is "not
+selected", a selected one whose image was not built (its cell job wrote
+results/<cell>/missing-images.txt) is "image failed", and any other selected
+cell without results is "no results"; without a plan such a cell is "not
+run".  Each patched cell is compared with its vanilla twin (the fix
+reproducers that fail there and pass here, CPython's own tests), and the
+`perf script` text of each seed recording (results/<cell>/seed-<mode>-
+<activation>.perf-script.txt, saved by conformance/test_seed_chain.py) is
+linked from the cell's row.  The header names the results directory read.
 
 A testcase belongs to the cell whose name is the longest one of the matrix that
 its parametrize id starts with (3.13-fp-vanilla before 3.13-fp).  Testcases
@@ -49,6 +69,7 @@ from __future__ import annotations
 
 import argparse
 import html
+import json
 import os
 import re
 import sys
@@ -58,18 +79,27 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .matrix import PROJECT_ROOT, Matrix, load_matrix
+from .matrix import DEFAULT_ARCH, PROJECT_ROOT, Cell, Matrix, load_matrix
 from .perf_runs import SEED_SCRIPT
 from .perf_samples import py_symbol
 
 OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed")
+# A cell's status: ran (passed / failed / incomplete) or why it has no results
+NO_RESULTS = ("not selected", "image failed", "no results", "not run")
+# "expected": a skip whose reason is a fact of matrix.yaml about the cell (property skip_expected), shown n/a
 LABEL = {"passed": "pass", "failed": "FAIL", "error": "ERROR", "skipped": "skip", "xfailed": "xfail",
-         None: "-", "not run": "not run"}
+         "expected": "n/a", None: "-", "not run": "not run"}
 # perf_event: the sampling event of the host's recordings (cpython_perf.perf_event: perf's default, or
 # cpu-clock where the default gives no sample), the `event` column
 VERSION_PROPERTIES = ("perf_version", "kernel_version", "perf_event")
 SEED_PERF_SCRIPT = "seed.perf-script.txt"   # default `perf script` output of the seed run, per cell
 SEED_FLAMEGRAPH = "seed-flamegraph.svg"
+SEED_RUN_SCRIPTS = "seed-*.perf-script.txt"   # every seed recording's `perf script` output, per cell
+PLAN_FILE = "plan.json"               # the CI run's plan (cpython_perf.ci.plan), downloaded by the report job
+MISSING_IMAGES = "missing-images.txt"  # results/<cell>/: the images a selected cell's job could not load
+# The property a conformance test records when it skips a check that does not apply to the cell
+# (conformance/conftest.py not_applicable); its value is the fact the report checks against matrix.yaml.
+SKIP_EXPECTED = "skip_expected"
 CELL_JUNIT_DIR = "junit"   # results/junit/<cell>.xml: the report's consolidated JUnit file of each cell
 FLAME_GRAPH_NOTE = (
     "Seed flame graphs: the perf samples of each cell's seed run (results/<cell>/seed.perf-script.txt, its first "
@@ -184,6 +214,39 @@ def cell_of(case: CaseResult, cell_names) -> tuple[str | None, str]:
     return cell, f"{case.function}[{rest}]" if rest else case.function
 
 
+def seed_perf_script_name(mode: str, activation: str) -> str:
+    """results/<cell>/<this>: the `perf script` output of one seed recording (conformance/test_seed_chain.py)."""
+    return f"seed-{mode}-{activation}.perf-script.txt"
+
+
+def expected_skip(fact: str, cell: Cell, matrix: Matrix, job: dict | None = None) -> bool:
+    """Whether the fact a test gave for skipping a check (property skip_expected) holds for the cell in
+    matrix.yaml: then the check does not apply there and its skip is expected.  job: the cell's job of the
+    run's plan, where known (how it ran: natively or emulated).  An unknown or untrue fact is not expected."""
+    kind, _, value = fact.partition(":")
+    if kind == "mode":              # a perf mode the cell does not claim
+        return bool(value) and value not in cell.modes
+    if kind == "vanilla":           # an unpatched twin: only fix reproducers run there
+        return cell.vanilla
+    if kind == "build_only":        # an arch without the perf trampoline (i386)
+        return cell.build_only
+    if kind == "backends":          # the interpreter offers no perf backend
+        return not cell.backends
+    if kind == "cflag":             # a flag the cell is not built with
+        return bool(value) and value not in cell.cflags.split() and not any(
+            f.startswith(value + "=") for f in cell.cflags.split())
+    if kind == "configure":         # configure options the cell is built without (any of them)
+        options = cell.configure_args()
+        return bool(value) and not any(o == v or o.startswith(v + "=") for v in value.split(",") for o in options)
+    if kind == "twin":              # no vanilla twin in matrix.yaml
+        return matrix.vanilla_twin(cell) is None and not cell.vanilla
+    if kind in ("foreign", "native"):   # emulated (qemu) on its runner, or not
+        if job is not None:
+            return job.get("execution") == ("qemu" if kind == "foreign" else "native")
+        return cell.foreign_on(DEFAULT_ARCH) if kind == "foreign" else True
+    return False
+
+
 @dataclass
 class Report:
     cells: list[str]
@@ -194,13 +257,41 @@ class Report:
     flamegraphs: dict[str, tuple[str | None, str]] = field(default_factory=dict)  # cell -> (svg path, note)
     retired: int = 0   # results of tests the suite no longer has, left out
     external: list[CaseResult] = field(default_factory=list)   # testcases of external targets
+    matrix: Matrix | None = None
+    results_dir: str = "results"     # the directory read, as the header names it
+    plan: dict | None = None         # the run's plan (plan.json), where known
+    missing_images: dict[str, list[str]] = field(default_factory=dict)   # cell -> images its job lacked
+    perf_scripts: dict[str, list[str]] = field(default_factory=dict)     # cell -> seed perf script files
+
+    def plan_job(self, cell: str) -> dict | None:
+        if not self.plan:
+            return None
+        return next((job for job in self.plan.get("cells", []) if job.get("cell") == cell), None)
+
+    def selected(self, cell: str) -> bool | None:
+        """Whether the run's plan selected the cell (None: no plan known)."""
+        if self.plan is None:
+            return None
+        return cell in (self.plan.get("selection") or {}).get("cells", [])
+
+    def outcome(self, case: CaseResult, cell: str) -> str:
+        """The entry of a check: its outcome, or "expected" for a skip matrix.yaml explains."""
+        fact = case.properties.get(SKIP_EXPECTED)
+        if case.outcome == "skipped" and fact and self.matrix is not None and cell in self.matrix.cells:
+            if expected_skip(fact, self.matrix.cells[cell], self.matrix, self.plan_job(cell)):
+                return "expected"
+        return case.outcome
 
     def status(self, cell: str) -> str:
-        """not run / passed / failed / incomplete (skips, nothing failed)."""
+        """passed / failed / incomplete (missing checks, nothing failed) for a cell with results; else
+        not selected / image failed / no results (the run's plan known) or not run."""
         results = self.grid.get(cell)
         if not results:
-            return "not run"
-        counts = Counter(r.outcome for r in results.values())
+            if self.missing_images.get(cell):
+                return "image failed"
+            selected = self.selected(cell)
+            return "not run" if selected is None else "no results" if selected else "not selected"
+        counts = self.counts(cell)
         if counts["failed"] or counts["error"]:
             return "failed"
         if counts["skipped"] or counts["xfailed"]:
@@ -208,7 +299,7 @@ class Report:
         return "passed"
 
     def counts(self, cell: str) -> Counter:
-        return Counter(r.outcome for r in self.grid.get(cell, {}).values())
+        return Counter(self.outcome(r, cell) for r in self.grid.get(cell, {}).values())
 
     def seconds(self, cell: str) -> float:
         return sum(r.seconds for r in self.grid.get(cell, {}).values())
@@ -220,6 +311,57 @@ class Report:
                 if r.properties.get(name):
                     found[name].add(r.properties[name])
         return {name: ", ".join(sorted(found[name])) if found[name] else "not recorded" for name in VERSION_PROPERTIES}
+
+    def verdict(self) -> str:
+        """One line: the cells that ran and how they ended, and those without results."""
+        status = Counter(self.status(cell) for cell in self.cells)
+        ran = sum(status[s] for s in ("passed", "failed", "incomplete"))
+        missing = status["image failed"] + status["no results"]
+        word = ("FAILED" if status["failed"] or missing else "INCOMPLETE" if status["incomplete"]
+                else "PASSED" if ran else "NOTHING RAN")
+        parts = [f"{ran} of {len(self.cells)} cells ran: {status['passed']} passed, {status['failed']} failed, "
+                 f"{status['incomplete']} incomplete"]
+        if self.plan is not None:
+            parts.append(f"{status['not selected']} not selected")
+            parts.append(f"{missing} selected without results"
+                         + (f" ({status['image failed']} image failed)" if status["image failed"] else ""))
+        else:
+            parts.append(f"{status['not run']} not run (no plan.json: selection unknown)")
+            if status["image failed"]:
+                parts.append(f"{status['image failed']} image failed")
+        return f"{word}: " + "; ".join(parts)
+
+    def twin(self, cell: str) -> tuple[str, str]:
+        """The cell against its vanilla twin: (text, css class)."""
+        if self.matrix is None or cell not in self.matrix.cells:
+            return "", "none"
+        c = self.matrix.cells[cell]
+        if c.vanilla:
+            patched = [p for p in self.cells if p in self.matrix.cells and self.matrix.vanilla_twin(self.matrix.cells[p]) is c]
+            return f"twin of {', '.join(patched)}" if patched else "vanilla", "none"
+        twin = self.matrix.vanilla_twin(c)
+        if twin is None:
+            return "no vanilla twin", "none"
+        mine, theirs = self.grid.get(cell, {}), self.grid.get(twin.name, {})
+        if not mine:
+            return "", "none"
+        regr = next((r for check, r in mine.items() if check.startswith("test_no_new_regrtest_failures")), None)
+        regr_text = ""
+        if regr is not None:
+            regr_text = {"passed": "CPython tests: no new failure", "failed": "CPython tests: NEW failures",
+                         "error": "CPython tests: ERROR"}.get(self.outcome(regr, cell), "")
+        if not theirs:
+            text = f"{twin.name}: no results"
+            return (f"{text}; {regr_text}" if regr_text else text), ("failed" if regr and regr.outcome in ("failed", "error") else "incomplete")
+        pairs = [check for check in theirs if check.startswith("test_check_script[") and check in mine]
+        shown = sum(theirs[p].outcome == "passed" and mine[p].outcome == "passed" for p in pairs)
+        broken = [p for p in pairs if mine[p].outcome in ("failed", "error") or theirs[p].outcome in ("failed", "error")]
+        text = f"{twin.name}: {shown}/{len(pairs)} defects reproduced there, fixed here"
+        if regr_text:
+            text += f"; {regr_text}"
+        if broken or (regr is not None and regr.outcome in ("failed", "error")):
+            return text, "failed"
+        return text, "passed" if shown == len(pairs) and (regr is None or regr.outcome == "passed") else "incomplete"
 
 
 def retired(case: CaseResult, root: Path = PROJECT_ROOT) -> bool:
@@ -234,7 +376,7 @@ def retired(case: CaseResult, root: Path = PROJECT_ROOT) -> bool:
     return re.search(rf"^\s*def {re.escape(case.function)}\(", module.read_text(), re.M) is None
 
 
-def build_report(matrix: Matrix, cases: list[CaseResult]) -> Report:
+def build_report(matrix: Matrix, cases: list[CaseResult], plan: dict | None = None) -> Report:
     cells = list(matrix.cells)
     grid: dict[str, dict[str, CaseResult]] = {c: {} for c in cells}
     unbound, checks, external = [], [], []
@@ -250,7 +392,36 @@ def build_report(matrix: Matrix, cases: list[CaseResult]) -> Report:
         if check not in checks:
             checks.append(check)
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    return Report(cells, checks, grid, unbound, now, external=external)
+    return Report(cells, checks, grid, unbound, now, external=external, matrix=matrix, plan=plan)
+
+
+def load_plan(path: Path) -> dict | None:
+    """The run's plan (python -m cpython_perf plan's JSON), or None where there is none or it is unreadable."""
+    try:
+        plan = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        print(f"warning: {path}: not a plan ({exc}); the selection is unknown", file=sys.stderr)
+        return None
+    if not isinstance(plan, dict) or not isinstance((plan.get("selection") or {}).get("cells"), list):
+        print(f"warning: {path}: no selection.cells; the selection is unknown", file=sys.stderr)
+        return None
+    return plan
+
+
+def cell_files(results_dir: Path, cells) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """(missing images, seed perf script files relative to results_dir) of each cell."""
+    missing, scripts = {}, {}
+    for cell in cells:
+        folder = Path(results_dir) / cell
+        marker = folder / MISSING_IMAGES
+        if marker.is_file():
+            missing[cell] = marker.read_text().split() or ["(unnamed)"]
+        found = sorted(folder.glob(SEED_RUN_SCRIPTS)) if folder.is_dir() else []
+        if found:
+            scripts[cell] = [f"{cell}/{p.name}" for p in found]
+    return missing, scripts
 
 
 # --------------------------------------------------------------------------
@@ -362,7 +533,35 @@ def _entry(report: Report, cell: str, check: str) -> tuple[str, CaseResult | Non
     if not report.grid.get(cell):
         return "not run", None
     case = report.grid[cell].get(check)
-    return (case.outcome, case) if case else (None, None)
+    return (report.outcome(case, cell), case) if case else (None, None)
+
+
+def _script_label(path: str) -> str:
+    """seed-perf_jit-env.perf-script.txt -> perf_jit env"""
+    name = path.rsplit("/", 1)[-1].removeprefix("seed-").removesuffix(".perf-script.txt")
+    mode, _, activation = name.rpartition("-")
+    return f"{mode} {activation}" if mode else name
+
+
+CELL_COLUMNS = ("cell", "status", "pass", "fail", "error", "skip", "n/a", "s", "perf", "kernel", "event",
+                "vs vanilla twin", "perf script", "seed flame graph")
+
+
+def _cell_numbers(report: Report, cell: str) -> list[str]:
+    """pass, fail, error, skip (missing checks and xfails), n/a (expected skips), seconds; blank if never run."""
+    if not report.grid.get(cell):
+        return [""] * 6
+    n = report.counts(cell)
+    return [str(n["passed"]), str(n["failed"]), str(n["error"]), str(n["skipped"] + n["xfailed"]),
+            str(n["expected"]), f"{report.seconds(cell):.1f}"]
+
+
+def _no_results_note(report: Report, cell: str) -> str:
+    status = report.status(cell)
+    if status == "image failed":
+        return "not built: " + ", ".join(report.missing_images[cell])
+    return {"no results": "selected, but no results (its cell job failed before the tests, or its artifact is "
+                          "missing)"}.get(status, "")
 
 
 def _first_line(text: str, limit: int = 200) -> str:
@@ -374,23 +573,31 @@ def _md_escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _header(report: Report) -> str:
+    plan = report.plan
+    source = (f"; the run's plan: {plan.get('event', '?')}, {len((plan.get('selection') or {}).get('cells', []))} "
+              "cells selected" if plan is not None else "; no plan.json there (the selection is unknown)")
+    return (f"Generated {report.generated} from the JUnit files under {report.results_dir}{source}"
+            + (f" ({report.retired} results of tests the suite no longer has left out)." if report.retired else "."))
+
+
 def render_markdown(report: Report) -> str:
-    out = ["# cpython-perf results", "", f"Generated {report.generated} from the JUnit files under results/"
-           + (f" ({report.retired} results of tests the suite no longer has left out)." if report.retired else "."), ""]
-    out += ["## Cells", "", "| cell | status | pass | fail | error | skip | duration (s) | perf | kernel | event | seed flame graph |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    out = ["# cpython-perf results", "", f"**{report.verdict()}**", "", _header(report), ""]
+    out += ["## Cells", "", "| " + " | ".join(CELL_COLUMNS) + " |", "|" + " --- |" * len(CELL_COLUMNS)]
     for cell in report.cells:
-        n, v = report.counts(cell), report.versions(cell)
+        v = report.versions(cell)
         ran = bool(report.grid.get(cell))
-        nums = [str(n[k]) if ran else "" for k in ("passed", "failed", "error")] + \
-               [str(n["skipped"] + n["xfailed"]) if ran else ""]
-        seconds = f"{report.seconds(cell):.1f}" if ran else ""
         versions = [_md_escape(v[k]) if ran else "" for k in VERSION_PROPERTIES]
         svg, note = _flame_note(report, cell)
         flame = f"[svg]({svg}): {_md_escape(note)}" if svg else _md_escape(note)
-        out.append(f"| {cell} | {report.status(cell)} | " + " | ".join(nums) + f" | {seconds} | " + " | ".join(versions)
-                   + f" | {flame} |")
-    out += ["", "## Checks", "", "Rows are cells, columns are checks; `-`: not collected in that cell's run.", ""]
+        twin, _ = report.twin(cell)
+        scripts = ", ".join(f"[{_script_label(p)}]({p})" for p in report.perf_scripts.get(cell, []))
+        status = report.status(cell)
+        note = _no_results_note(report, cell)
+        out.append(f"| {cell} | {status}{': ' + _md_escape(note) if note else ''} | " + " | ".join(_cell_numbers(report, cell))
+                   + " | " + " | ".join(versions) + f" | {_md_escape(twin)} | {scripts} | {flame} |")
+    out += ["", "## Checks", "", "Rows are cells, columns are checks; `-`: not collected in that cell's run; "
+            "`n/a`: skipped because matrix.yaml says the check does not apply to the cell.", ""]
     if report.checks:
         notes: list[str] = []
         out.append("| cell | " + " | ".join(_md_escape(c) for c in report.checks) + " |")
@@ -400,7 +607,7 @@ def render_markdown(report: Report) -> str:
             for check in report.checks:
                 outcome, case = _entry(report, cell, check)
                 label = LABEL[outcome]
-                if case is not None and outcome != "passed" and case.message:
+                if case is not None and outcome not in ("passed", "expected") and case.message:
                     notes.append(f"{cell} {check}: {LABEL[outcome]}: {_first_line(case.message)}")
                     label += f" [{len(notes)}]"
                 row.append(label)
@@ -417,7 +624,8 @@ def render_markdown(report: Report) -> str:
         out += [f"### {cell}", "", "| check | result | s | properties |", "| --- | --- | --- | --- |"]
         for check, case in results.items():
             props = ", ".join(f"{k}={v}" for k, v in case.properties.items())
-            out.append(f"| {_md_escape(check)} | {LABEL[case.outcome]} | {case.seconds:.1f} | {_md_escape(props)} |")
+            out.append(f"| {_md_escape(check)} | {LABEL[report.outcome(case, cell)]} | {case.seconds:.1f} | "
+                       f"{_md_escape(props)} |")
         out.append("")
     if report.unbound:
         n = Counter(c.outcome for c in report.unbound)
@@ -433,47 +641,60 @@ def render_markdown(report: Report) -> str:
     return "\n".join(out)
 
 
+# The page fits a 1400-px window without horizontal scrolling (tests/test_report_browser.py): the cells
+# table wraps its text anywhere rather than widen the page; the checks grid scrolls inside its own box.
 _CSS = """
-body{font-family:sans-serif;font-size:14px} table{border-collapse:collapse;margin-bottom:1em}
-td,th{border:1px solid #bbb;padding:2px 6px;vertical-align:top} th{background:#eee}
-.passed{background:#cfc}.failed,.error{background:#f99}.skipped,.xfailed,.incomplete{background:#ffd27f}
-.notrun{background:#ddd;color:#555}.none{color:#999}.wide{overflow-x:auto}
+body{font-family:sans-serif;font-size:14px;margin:8px} table{border-collapse:collapse;margin-bottom:1em}
+td,th{border:1px solid #bbb;padding:2px 6px;vertical-align:top;overflow-wrap:anywhere} th{background:#eee}
+table.cells,table.details{max-width:100%} table.cells td,table.cells th{font-size:13px}
+.verdict{font-size:16px;font-weight:bold;padding:4px 8px;display:inline-block}
+.passed,.PASSED{background:#cfc}.failed,.error,.FAILED,.imagefailed,.noresults{background:#f99}
+.skipped,.xfailed,.incomplete,.INCOMPLETE{background:#ffd27f}.expected{background:#e8f0e8;color:#555}
+.notrun,.notselected,.NOTHING{background:#ddd;color:#555}.none{color:#999}
+.wide{overflow-x:auto;max-width:100%}
 """
+
+
+def _css_class(status: str) -> str:
+    return status.replace(" ", "").replace("/", "")
 
 
 def render_html(report: Report) -> str:
     e = html.escape
+    verdict = report.verdict()
     out = ["<!doctype html><html><head><meta charset='utf-8'><title>cpython-perf results</title>",
            f"<style>{_CSS}</style></head><body>", "<h1>cpython-perf results</h1>",
-           f"<p>Generated {e(report.generated)} from the JUnit files under results/.</p>",
-           "<h2>Cells</h2><table><tr><th>cell</th><th>status</th><th>pass</th><th>fail</th><th>error</th>"
-           "<th>skip</th><th>duration (s)</th><th>perf</th><th>kernel</th><th>event</th><th>seed flame graph</th></tr>"]
+           f"<p class='verdict {e(verdict.split(':', 1)[0].split()[0])}' id='verdict'>{e(verdict)}</p>",
+           f"<p>{e(_header(report))}</p>",
+           "<h2>Cells</h2><table class='cells' id='cells'><tr>" + "".join(f"<th>{e(c)}</th>" for c in CELL_COLUMNS) + "</tr>"]
     for cell in report.cells:
-        status, n, v = report.status(cell), report.counts(cell), report.versions(cell)
+        status, v = report.status(cell), report.versions(cell)
         ran = bool(report.grid.get(cell))
-        cls = "notrun" if status == "not run" else status
-        if ran:
-            nums = "".join(f"<td>{c}</td>" for c in (n["passed"], n["failed"], n["error"], n["skipped"] + n["xfailed"]))
-            nums += f"<td>{report.seconds(cell):.1f}</td>" + "".join(f"<td>{e(v[k])}</td>" for k in VERSION_PROPERTIES)
-        else:
-            nums = "<td></td>" * (5 + len(VERSION_PROPERTIES))
-        svg, note = _flame_note(report, cell)
-        nums += f"<td><a href='{e(svg, quote=True)}'>svg</a>: {e(note)}</td>" if svg else f"<td>{e(note)}</td>"
-        out.append(f"<tr><td>{e(cell)}</td><td class='{cls}'>{e(status)}</td>{nums}</tr>")
+        note = _no_results_note(report, cell)
+        nums = "".join(f"<td>{x}</td>" for x in _cell_numbers(report, cell))
+        nums += "".join(f"<td>{e(v[k]) if ran else ''}</td>" for k in VERSION_PROPERTIES)
+        twin, twin_css = report.twin(cell)
+        nums += f"<td class='{twin_css}'>{e(twin)}</td>"
+        nums += "<td>" + " ".join(f"<a href='{e(p, quote=True)}'>{e(_script_label(p))}</a>"
+                                  for p in report.perf_scripts.get(cell, [])) + "</td>"
+        svg, flame = _flame_note(report, cell)
+        nums += f"<td><a href='{e(svg, quote=True)}'>svg</a>: {e(flame)}</td>" if svg else f"<td>{e(flame)}</td>"
+        label = e(status) + (f"<br><small>{e(note)}</small>" if note else "")
+        out.append(f"<tr><td>{e(cell)}</td><td class='{_css_class(status)}'>{label}</td>{nums}</tr>")
     out.append("</table><h2>Checks</h2><div class='wide'><table><tr><th>cell</th>" +
                "".join(f"<th>{e(c)}</th>" for c in report.checks) + "</tr>")
     for cell in report.cells:
         cells = []
         for check in report.checks:
             outcome, case = _entry(report, cell, check)
-            cls = {"not run": "notrun", None: "none"}.get(outcome, outcome)
+            cls = {"not run": _css_class(report.status(cell)), None: "none"}.get(outcome, outcome)
             title = ""
             if case is not None:
                 bits = [f"{case.seconds:.1f} s"] + [f"{k}={v}" for k, v in case.properties.items()]
                 if case.message and outcome != "passed":
                     bits.append(_first_line(case.message, 500))
                 title = f" title='{e('; '.join(bits), quote=True)}'"
-            text = LABEL[outcome]
+            text = LABEL[outcome] if outcome != "not run" else e(report.status(cell))
             if case is not None and outcome in ("skipped", "xfailed", "failed", "error") and case.message:
                 text += f"<br><small>{e(_first_line(case.message, 160))}</small>"
             elif case is not None and "chain_fraction" in case.properties:
@@ -487,11 +708,12 @@ def render_html(report: Report) -> str:
         results = report.grid.get(cell)
         if not results:
             continue
-        out.append(f"<h3>{e(cell)}</h3><table><tr><th>check</th><th>result</th><th>s</th><th>properties</th><th>message</th></tr>")
+        out.append(f"<h3>{e(cell)}</h3><table class='details'><tr><th>check</th><th>result</th><th>s</th><th>properties</th><th>message</th></tr>")
         for check, case in results.items():
             props = ", ".join(f"{k}={v}" for k, v in case.properties.items())
             msg = _first_line(case.message, 500) if case.outcome != "passed" else ""
-            out.append(f"<tr><td>{e(check)}</td><td class='{case.outcome}'>{LABEL[case.outcome]}</td>"
+            outcome = report.outcome(case, cell)
+            out.append(f"<tr><td>{e(check)}</td><td class='{outcome}'>{LABEL[outcome]}</td>"
                        f"<td>{case.seconds:.1f}</td><td>{e(props)}</td><td>{e(msg)}</td></tr>")
         out.append("</table>")
     if report.unbound:
@@ -579,12 +801,13 @@ def cell_junit(report: Report, cell: str) -> ET.ElementTree:
     results = report.grid.get(cell, {})
     counts = report.counts(cell)
     suite = ET.Element("testsuite", name=cell, tests=str(len(results)), failures=str(counts["failed"]),
-                       errors=str(counts["error"]), skipped=str(counts["skipped"] + counts["xfailed"]),
+                       errors=str(counts["error"]), skipped=str(counts["skipped"] + counts["xfailed"] + counts["expected"]),
                        time=f"{report.seconds(cell):.3f}",
                        timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"))
     props = ET.SubElement(suite, "properties")
     svg, note = _flame_note(report, cell)
-    for name, value in [("status", report.status(cell)), *report.versions(cell).items(),
+    for name, value in [("status", report.status(cell)), ("expected_skips", str(counts["expected"])),
+                        *report.versions(cell).items(),
                         ("seed_flamegraph", svg or ""), ("seed_flamegraph_note", note)]:
         ET.SubElement(props, "property", name=name, value=value)
     for check, case in sorted(results.items()):
@@ -603,13 +826,18 @@ def cell_junit(report: Report, cell: str) -> ET.ElementTree:
     return ET.ElementTree(root)
 
 
-def write_report(results_dir: Path, matrix: Matrix | None = None, renderer=None) -> tuple[Path, Path]:
+def write_report(results_dir: Path, matrix: Matrix | None = None, renderer=None,
+                 plan: Path | None = None) -> tuple[Path, Path]:
+    """results_dir/report.md and report.html (and results_dir/junit/<cell>.xml).  plan: the run's plan
+    (default: results_dir/plan.json where it exists)."""
     results_dir = Path(results_dir)
     matrix = matrix or load_matrix()
     cases = latest_results(results_dir)
     current = [c for c in cases if not retired(c)]
-    report = build_report(matrix, current)
+    report = build_report(matrix, current, load_plan(plan or results_dir / PLAN_FILE))
     report.retired = len(cases) - len(current)
+    report.results_dir = str(results_dir.resolve())
+    report.missing_images, report.perf_scripts = cell_files(results_dir, report.cells)
     report.flamegraphs = render_flamegraphs(results_dir, report.cells, renderer or default_renderer(matrix))
     results_dir.mkdir(parents=True, exist_ok=True)
     junit_dir = results_dir / CELL_JUNIT_DIR
@@ -624,11 +852,15 @@ def write_report(results_dir: Path, matrix: Matrix | None = None, renderer=None)
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m cpython_perf.report", description=__doc__.splitlines()[0])
-    parser.add_argument("--results", default=os.environ.get("CPYTHON_PERF_RESULTS", str(PROJECT_ROOT / "results")),
-                        help="directory holding the JUnit files (default: results/)")
+    parser.add_argument("--results", default=os.environ.get("CPYTHON_PERF_RESULTS") or str(PROJECT_ROOT / "results"),
+                        help="directory holding the JUnit files (default: $CPYTHON_PERF_RESULTS, else results/)")
+    parser.add_argument("--plan", default=None,
+                        help=f"the run's plan (python -m cpython_perf plan's JSON; default: {PLAN_FILE} in the "
+                             "results directory, where it exists): tells cells not selected from selected ones "
+                             "without results")
     args = parser.parse_args(argv)
-    md, page = write_report(Path(args.results))
-    print(f"wrote {md} and {page}")
+    md, page = write_report(Path(args.results), plan=Path(args.plan) if args.plan else None)
+    print(f"read {Path(args.results).resolve()}; wrote {md} and {page}")
     return 0
 
 

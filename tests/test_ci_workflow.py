@@ -132,7 +132,7 @@ def test_schema_accepts_the_workflows(tmp_path):
 
 
 @pytest.mark.parametrize("edit", [
-    ("cell.yml", "    timeout-minutes: 340\n", "    timeout-minutes: 340\n    stepz: []\n"),
+    ("cell.yml", "    runs-on: ${{ inputs.runner }}\n", "    runs-on: ${{ inputs.runner }}\n    stepz: []\n"),
     ("matrix.yml", "    runs-on: ${{ fromJSON(needs.plan.outputs.report).runner }}\n", ""),   # a job without runs-on
 ])
 def test_schema_rejects_a_broken_workflow(tmp_path, edit):
@@ -158,7 +158,7 @@ def test_zizmor_finds_nothing(tmp_path):
 @pytest.mark.parametrize("audit, edit", [
     ("template-injection", ("cell.yml", 'run: sudo -E env "PATH=$PATH" nox -s "$SESSION"',
                             'run: sudo -E env "PATH=$PATH" nox -s "${{ inputs.session }}" "${{ github.head_ref }}"')),
-    ("artipacked", ("matrix.yml", "        with:\n          persist-credentials: false\n", "")),
+    ("artipacked", ("matrix.yml", "          persist-credentials: false\n          fetch-depth: 2", "          fetch-depth: 2")),
     ("excessive-permissions", ("matrix.yml", "permissions:\n  contents: read\n", "permissions: write-all\n")),
 ])
 def test_zizmor_rejects_a_broken_workflow(tmp_path, audit, edit):
@@ -385,3 +385,107 @@ def test_report_skips_cancelled_runs_and_one_job_sums_up_the_run():
     assert set(gate["needs"]) == expected, "all-green must depend on every job of the matrix"
     script = gate["steps"][0]["run"]
     assert '"failure"' in script and '"cancelled"' in script
+
+
+# --------------------------------------------------------------------------
+# cost and hygiene: change detection, time limits, Dependabot, the Debian keyring, Docker first
+
+def test_a_documentation_only_change_runs_no_cell_and_all_green_still_passes():
+    """The plan selects no cell for a documentation-only change: every image, cell and report job's `if:`
+    sees an empty matrix and is skipped, and all-green (which fails only on failure or cancellation) passes."""
+    docs = ["docs/ci.md", "README.md", "patches/3.13/README.md"]
+    plan = ci_plan.build_plan(MATRIX, "pull_request", changed=docs)
+    assert plan["selection"]["cells"] == [] and plan["changes"]["documentation_only"]
+    outputs = ci_plan.github_outputs(plan)
+    assert all(outputs[key] == "[]" for key in outputs if key != "report")
+    jobs = load("matrix.yml")["jobs"]
+    for name, job in jobs.items():
+        if name in ("plan", "all-green"):
+            continue
+        outputs_read = re.findall(r"needs\.plan\.outputs\.(\w+) != '\[\]'", job["if"])
+        assert outputs_read, f"job {name} does not skip itself on an empty plan: {job['if']}"
+        assert all(outputs[o] == "[]" for o in outputs_read)
+    script = jobs["all-green"]["steps"][0]["run"]
+    assert '"skipped"' not in script, "a skipped job must not fail all-green"
+    # a label still asks for its cells; code changes and unknown changes select the smoke cells
+    assert ci_plan.build_plan(MATRIX, "pull_request", labels="cell:3.9-fp", changed=docs)["selection"]["cells"] == ["3.9-fp"]
+    assert ci_plan.build_plan(MATRIX, "pull_request", changed=["docs/ci.md", "cpython_perf/report.py"])["selection"]["cells"]
+    assert set(ci_plan.build_plan(MATRIX, "pull_request", changed=None)["selection"]["cells"]) == set(MATRIX.smoke_cells)
+    assert ci_plan.build_plan(MATRIX, "schedule", changed=docs)["selection"]["cells"] == list(MATRIX.cells)
+
+
+@pytest.mark.parametrize("paths, docs_only", [
+    (["docs/ci.md"], True), (["README.md", "patches/3.11/README.md", "keys/README.md"], True),
+    ([], False), (["docs/ci.md", "matrix.yaml"], False), (["patches/3.13/0001-x.patch"], False),
+    ([".github/workflows/matrix.yml"], False), (["conformance/scripts/check_x.py"], False),
+])
+def test_documentation_only(paths, docs_only):
+    assert ci_plan.documentation_only(paths) is docs_only
+
+
+def test_the_plan_job_hands_the_changed_files_to_the_plan(tmp_path):
+    listed = load("matrix.yml")["jobs"]["plan"]["steps"]
+    steps = {s["name"]: s for s in listed if "name" in s}
+    checkout = next(s for s in listed if s.get("uses", "").startswith("actions/checkout@"))
+    assert checkout["with"]["fetch-depth"] == 2, "the merge commit's first parent is needed for the diff"
+    assert "git diff --name-only HEAD^1 HEAD > changed.txt" in steps["changed files"]["run"]
+    assert "--changed-files changed.txt" in steps["plan"]["run"]
+    assert ci_plan.read_changed_files(tmp_path / "absent.txt") is None   # not known: nothing left out
+    (tmp_path / "changed.txt").write_text("docs/ci.md\n\n")
+    assert ci_plan.read_changed_files(tmp_path / "changed.txt") == ["docs/ci.md"]
+
+
+def test_time_limits_come_from_the_plan_and_fit_the_measured_times():
+    """Each image and cell job's limit is the plan's for its kind; none is GitHub's 6 hours or the former flat
+    180/340 min for a build measured at 3-5 min.  The margins are stated beside IMAGE_TIMEOUTS."""
+    for name in ("image.yml", "cell.yml"):
+        data = load(name)
+        assert data["on"]["workflow_call"]["inputs"]["timeout_minutes"]["type"] == "number"
+        [job] = data["jobs"].values()
+        assert job["timeout-minutes"] == "${{ inputs.timeout_minutes }}"
+    for plan in (ci_plan.build_plan(MATRIX, "schedule"), ci_plan.build_plan(MATRIX, "schedule", aarch64="qemu")):
+        for job in plan["images"] + plan["cells"]:
+            assert 0 < job["timeout_minutes"] <= 300, job
+    native = ci_plan.build_plan(MATRIX, "schedule")
+    plain = {j["name"]: j["timeout_minutes"] for j in native["images"] if j["kind"] == "cell"}
+    assert plain["cell-3.13-fp"] == ci_plan.IMAGE_TIMEOUTS["cell"] <= 30       # measured 176 s
+    assert plain["cell-3.13-distro"] == ci_plan.IMAGE_TIMEOUTS["distro"] >= 2 * 37.5   # measured 37.5 min
+    assert {j["timeout_minutes"] for j in native["cells"]} == {ci_plan.CELL_TIMEOUTS["native"]}
+    cross = ci_plan.build_plan(MATRIX, "schedule", aarch64="qemu")
+    assert {j["timeout_minutes"] for j in cross["images"] if j["group"] == "cross_images"} == {ci_plan.IMAGE_TIMEOUTS["cross"]}
+    jobs = load("matrix.yml")["jobs"]
+    for name, job in jobs.items():
+        if "uses" in job:
+            assert job["with"]["timeout_minutes"] == "${{ matrix.timeout_minutes }}", name
+        else:
+            assert job["timeout-minutes"] <= 30, name
+
+
+def test_dependabot_updates_the_actions_monthly_with_a_cooldown():
+    config = yaml.safe_load((PROJECT_ROOT / ".github" / "dependabot.yml").read_text())
+    assert config["version"] == 2
+    [update] = [u for u in config["updates"] if u["package-ecosystem"] == "github-actions"]
+    assert update["directory"] == "/" and update["schedule"]["interval"] == "monthly"
+    assert update["cooldown"]["default-days"] >= 7
+
+
+def test_the_debian_keyring_is_pinned_in_the_repository():
+    """image.yml installs keys/debian-archive-keyring.gpg after checking its sha256, the one keys/README.md
+    names; no keyring is taken from an image tag that can move."""
+    import hashlib
+    keyring = PROJECT_ROOT / "keys" / "debian-archive-keyring.gpg"
+    digest = hashlib.sha256(keyring.read_bytes()).hexdigest()
+    text = (WORKFLOWS / "image.yml").read_text()
+    assert f'echo "{digest}  keys/debian-archive-keyring.gpg"' in text and "sha256sum -c -" in text
+    assert "docker run" not in text and "debian:" not in text
+    assert digest in (PROJECT_ROOT / "keys" / "README.md").read_text()
+    gpg = shutil.which("gpg")
+    if gpg:
+        shown = subprocess.run([gpg, "--show-keys", "--with-colons", str(keyring)], capture_output=True, text=True)
+        assert "Debian Archive Automatic Signing Key (13/trixie)" in shown.stdout
+
+
+def test_docker_is_checked_first_on_every_runner():
+    for name in ("image.yml", "cell.yml"):
+        [job] = load(name)["jobs"].values()
+        assert job["steps"][0] == {"name": "docker version", "run": "docker version"}, name

@@ -310,3 +310,156 @@ def test_a_junit_file_without_classnames_does_not_crash_the_report(tmp_path):
         '</testsuite></testsuites>\n')
     md, page = report.write_report(tmp_path, MATRIX)
     assert md.exists() and page.exists()
+
+
+# --------------------------------------------------------------------------
+# expected skips, the verdict, the plan, the vanilla twin, perf script links
+
+def expected_skip(fact, message="does not apply"):
+    return f'<skipped type="pytest.skip" message="{message}">x</skipped>', {report.SKIP_EXPECTED: fact}
+
+
+def test_a_smoke_cell_whose_only_skips_are_expected_passes(tmp_path):
+    """The skips matrix.yaml explains (a mode the cell does not claim, a flag it is not built with) are n/a, not
+    missing checks: the cell is passed, not incomplete."""
+    jit_skip, jit_props = expected_skip("mode:perf_jit", "3.13-fp claims no perf_jit mode (modes: perf)")
+    bp_skip, bp_props = expected_skip("cflag:-mbranch-protection")
+    junit(tmp_path / "3.13-fp" / "junit.xml", "\n".join([
+        case("test_seed_chain[3.13-fp-perf-xoption]"),
+        case("test_perf_jit_periods_around_a_switch[3.13-fp]", "conformance.test_backend_switch_recording",
+             jit_skip, props=jit_props),
+        case("test_branch_protection_kept[3.13-fp]", "conformance.test_build_shape", bp_skip, props=bp_props),
+    ]))
+    md, page = report.write_report(tmp_path, MATRIX, renderer="none here")
+    rep = report.build_report(MATRIX, report.latest_results(tmp_path))
+    assert rep.status("3.13-fp") == "passed"
+    assert rep.counts("3.13-fp")["expected"] == 2 and rep.counts("3.13-fp")["skipped"] == 0
+    row = [line for line in md.read_text().splitlines() if line.startswith("| 3.13-fp | ")][1]
+    assert "n/a" in row and "skip" not in row
+    assert "claims no perf_jit mode" not in md.read_text().split("Reasons:")[-1]   # not listed as a missing check
+    assert "class='expected'" in page.read_text()
+
+
+@pytest.mark.parametrize("fact, cell, expected", [
+    ("mode:perf_jit", "3.13-fp", True),            # 3.13-fp claims perf only
+    ("mode:perf", "3.13-fp", False),               # it claims perf: a skip saying otherwise is a missing check
+    ("build_only", "3.13-release-i386", True),
+    ("build_only", "3.13-fp", False),
+    ("cflag:-mbranch-protection", "3.13-fp", True),
+    ("cflag:-fno-omit-frame-pointer", "3.13-fp", False),
+    ("configure:--enable-optimizations,--with-lto", "3.13-fp", True),
+    ("vanilla", "3.13-fp", False),
+    ("vanilla", "3.13-fp-vanilla", True),
+    ("foreign", "3.13-fp", False),
+    ("nonsense", "3.13-fp", False),                # an unknown fact is never expected
+])
+def test_expected_skips_are_checked_against_the_matrix(fact, cell, expected):
+    assert report.expected_skip(fact, MATRIX.cells[cell], MATRIX) is expected
+
+
+def test_a_skip_the_matrix_does_not_explain_stays_a_missing_check(tmp_path):
+    lie, props = expected_skip("mode:perf", "3.13-fp claims no perf mode")
+    junit(tmp_path / "3.13-fp" / "junit.xml", case("test_seed_chain[3.13-fp-perf-xoption]", body=lie, props=props))
+    rep = report.build_report(MATRIX, report.latest_results(tmp_path))
+    assert rep.status("3.13-fp") == "incomplete"
+
+
+def plan_json(tmp_path, cells, event="pull_request"):
+    import json
+    path = tmp_path / report.PLAN_FILE
+    path.write_text(json.dumps({"event": event, "selection": {"cells": cells, "why": {}},
+                                "cells": [{"cell": c, "execution": "native"} for c in cells]}))
+    return path
+
+
+def test_not_selected_image_failed_and_no_results_are_told_apart(tmp_path):
+    junit(tmp_path / "3.13-fp" / "junit.xml", case("test_seed_chain[3.13-fp-perf-xoption]"))
+    (tmp_path / "3.11-fp").mkdir()
+    (tmp_path / "3.11-fp" / report.MISSING_IMAGES).write_text("image-cell-3.11-fp-0123456789abcdef\n")
+    plan_json(tmp_path, ["3.13-fp", "3.11-fp", "3.12-fp"])
+    md, page = report.write_report(tmp_path, MATRIX, renderer="none here")
+    rep = report.build_report(MATRIX, report.latest_results(tmp_path), report.load_plan(tmp_path / report.PLAN_FILE))
+    rep.missing_images, _ = report.cell_files(tmp_path, rep.cells)
+    assert rep.status("3.13-fp") == "passed"
+    assert rep.status("3.11-fp") == "image failed"
+    assert rep.status("3.12-fp") == "no results"
+    assert rep.status("3.9-fp") == "not selected"
+    text = md.read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| 3.11-fp | "))
+    assert "image failed: not built: image-cell-3.11-fp-0123456789abcdef" in row
+    others = len(MATRIX.cells) - 3
+    assert (f"**FAILED: 1 of {len(MATRIX.cells)} cells ran: 1 passed, 0 failed, 0 incomplete; {others} not selected; "
+            "2 selected without results (1 image failed)**") in text
+    assert "id='verdict'" in page.read_text()
+
+
+def test_without_a_plan_cells_without_results_are_not_run(tmp_path):
+    junit(tmp_path / "3.13-fp" / "junit.xml", case("test_seed_chain[3.13-fp-perf-xoption]"))
+    rep = report.build_report(MATRIX, report.latest_results(tmp_path))
+    assert rep.status("3.11-fp") == "not run"
+    assert rep.verdict() == (f"PASSED: 1 of {len(MATRIX.cells)} cells ran: 1 passed, 0 failed, 0 incomplete; "
+                             f"{len(MATRIX.cells) - 1} not run (no plan.json: selection unknown)")
+
+
+def test_a_broken_plan_is_ignored_with_a_warning(tmp_path, capsys):
+    (tmp_path / "plan.json").write_text("{not json")
+    assert report.load_plan(tmp_path / "plan.json") is None
+    assert "not a plan" in capsys.readouterr().err
+    assert report.load_plan(tmp_path / "absent.json") is None
+
+
+def test_the_header_names_the_results_directory_read(tmp_path):
+    junit(tmp_path / "elsewhere" / "3.13-fp" / "junit.xml", case("test_seed_chain[3.13-fp-perf-xoption]"))
+    md, page = report.write_report(tmp_path / "elsewhere", MATRIX, renderer="none here")
+    where = str((tmp_path / "elsewhere").resolve())
+    assert f"from the JUnit files under {where}; no plan.json there" in md.read_text()
+    assert where in page.read_text()
+
+
+def test_each_patched_cell_is_compared_with_its_vanilla_twin(tmp_path):
+    checks = ["check_fix_a", "check_fix_b"]
+    junit(tmp_path / "3.13-fp" / "junit.xml", "\n".join(
+        [case(f"test_check_script[3.13-fp-{c}]", "conformance.test_checks") for c in checks]
+        + [case("test_no_new_regrtest_failures[3.13-fp]", "conformance.test_upstream_regression")]))
+    junit(tmp_path / "3.13-fp-vanilla" / "junit.xml", "\n".join(
+        [case("test_check_script[3.13-fp-vanilla-check_fix_a]", "conformance.test_checks"),
+         case("test_check_script[3.13-fp-vanilla-check_fix_b]", "conformance.test_checks",
+              '<failure message="did not detect the defect">x</failure>')]))
+    rep = report.build_report(MATRIX, report.latest_results(tmp_path))
+    text, css = rep.twin("3.13-fp")
+    assert text == "3.13-fp-vanilla: 1/2 defects reproduced there, fixed here; CPython tests: no new failure"
+    assert css == "failed"
+    assert rep.twin("3.13-fp-vanilla")[0].startswith("twin of 3.13-fp")
+    assert rep.twin("3.13-release-i386")[0] == "no vanilla twin"
+    md = report.render_markdown(rep)
+    assert "| vs vanilla twin |" in md.splitlines()[next(i for i, l in enumerate(md.splitlines()) if l.startswith("| cell | status"))]
+
+
+def test_each_seed_recording_s_perf_script_output_is_linked(tmp_path):
+    junit(tmp_path / "3.13-fp" / "junit.xml", case("test_seed_chain[3.13-fp-perf-xoption]"))
+    for activation in ("xoption", "env"):
+        (tmp_path / "3.13-fp" / report.seed_perf_script_name("perf", activation)).write_text("x\n")
+    md, page = report.write_report(tmp_path, MATRIX, renderer="none here")
+    row = next(line for line in md.read_text().splitlines() if line.startswith("| 3.13-fp | "))
+    assert "[perf env](3.13-fp/seed-perf-env.perf-script.txt), [perf xoption](3.13-fp/seed-perf-xoption.perf-script.txt)" in row
+    assert "href='3.13-fp/seed-perf-xoption.perf-script.txt'" in page.read_text()
+
+
+def test_the_seed_chain_test_saves_what_the_report_links():
+    """conformance/test_seed_chain.py names its files with report.seed_perf_script_name, which the report's
+    glob finds."""
+    import fnmatch
+    source = (Path(report.__file__).parent.parent / "conformance" / "test_seed_chain.py").read_text()
+    assert "keep_perf_script(runner, cell, seed_perf_script_name(mode, activation))" in source
+    assert fnmatch.fnmatch(report.seed_perf_script_name("perf_jit", "sys_api"), report.SEED_RUN_SCRIPTS)
+
+
+def test_the_report_job_reads_the_plan_and_keeps_the_perf_script_files():
+    import yaml
+    root = Path(report.__file__).parent.parent / ".github" / "workflows"
+    steps = yaml.safe_load((root / "matrix.yml").read_text())["jobs"]["report"]["steps"]
+    plan = [s for s in steps if s.get("with", {}).get("name") == "plan"]
+    assert plan and plan[0]["with"]["path"] == "results", "the report job downloads plan.json into results/"
+    upload = steps[-1]["with"]["path"]
+    assert "results/*/*.perf-script.txt" in upload
+    assert "missing-images.txt" in (root / "cell.yml").read_text() and report.MISSING_IMAGES == "missing-images.txt"

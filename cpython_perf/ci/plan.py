@@ -15,6 +15,14 @@ prints one JSON object:
           qemu, where its perf recordings run, the images it loads and its nox session conformance-<cell>.
   report  the job that merges every results-<cell> artifact and runs `nox -s report`.
 
+Timeouts: every image and cell job carries `timeout_minutes` (IMAGE_TIMEOUTS, CELL_TIMEOUTS: the
+measured time of its kind with the margin stated there).
+
+Change detection: with `--changed-files FILE` (the paths a pull request or push changes, one a line; the
+workflow writes it from git) a change of documentation only (DOCUMENTATION: docs/, any *.md) selects no
+cell for the event; labels and `--select` still do.  Without the file (a schedule, a manual run, a diff
+that could not be had) nothing is left out.
+
 Selection: a pull request gets matrix.yaml's smoke_cells; its labels add more (`cell:<name>`,
 `arch:<arch>`, `all`; other labels are not ours and are ignored); a push, the schedule and a manual
 dispatch get every cell.  `--select` (same selectors) replaces the event's own choice.  A selector naming
@@ -26,10 +34,12 @@ No Docker and no network here: the plan job runs on a bare runner.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import hashlib
 import json
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from .. import images, render, sources, tools
 from ..errors import DriverError, UnknownCell
@@ -58,6 +68,46 @@ SHARDS = {"bases": 1, "images": 2, "cross_images": 2, "cells": 2}
 GROUPS = tuple(SHARDS)
 
 
+# Job time limits in minutes (GitHub's default is 360).  Measured on 2 shared cores: a cold cell build
+# 161-176 s (3.13-fp, 3.11-fp; results/bench/build-*.json), the free-threaded ft/ftasan ones 137-291 s,
+# 3.11-distro 21 min and 3.13-distro 37.5 min (PGO + LTO, docs/matrix.md); a cell's conformance session
+# 2-8 min.  A limit is about 3x the slowest build or run of its kind plus 10 min of set-up (apt, image
+# download and load, docker save | zstd, upload), so a hung job stops early and a slow runner still
+# finishes.  Emulated aarch64 (cross builds with qemu-user, perf in a qemu-system guest) is documented as
+# taking hours and has no measurement here: its limits stay wide.
+IMAGE_TIMEOUTS = {
+    "base": 30,      # mmdebstrap of the base (packages only, no compile)
+    "tools": 45,     # samply, inferno compiled from Debian's Rust crates
+    "cell": 30,      # 3 x 291 s + 10 min
+    "distro": 90,    # PGO + LTO: 2 x 37.5 min + 10 min (measured under load already)
+    "cross": 180,    # aarch64 cross build with qemu-user stages: not measured here
+}
+CELL_TIMEOUTS = {
+    "native": 35,    # 3 x 8 min + 10 min
+    "qemu": 300,     # every program under qemu-user, perf in a qemu-system guest: hours, not measured here
+}
+# What a documentation-only change touches (fnmatch patterns of repository paths): docs/, every Markdown
+# file (the README, patches/<version>/README.md, keys/README.md, ...).  Nothing the images or the
+# conformance suite read is Markdown.
+DOCUMENTATION = ("docs/*", "*.md")
+
+
+def documentation_only(paths) -> bool:
+    """Whether a non-empty list of changed paths touches documentation only."""
+    paths = [p.strip() for p in paths if p.strip()]
+    return bool(paths) and all(any(fnmatch.fnmatch(p, pattern) for pattern in DOCUMENTATION) for p in paths)
+
+
+def read_changed_files(path) -> list[str] | None:
+    """The changed paths listed in path, or None where the file does not exist (nothing is known)."""
+    if not path:
+        return None
+    try:
+        return [line.strip() for line in Path(path).read_text().splitlines() if line.strip()]
+    except FileNotFoundError:
+        return None
+
+
 class PlanError(DriverError):
     """A selection the plan cannot honour (unknown cell, arch or selector), or a run too large to shard."""
 
@@ -71,6 +121,7 @@ class Selection:
     cells: list[str]                                       # matrix order
     why: dict[str, list[str]] = field(default_factory=dict)
     ignored_labels: list[str] = field(default_factory=list)
+    documentation_only: bool = False   # the event's own choice left out: the change touches documentation only
 
 
 def parse_list(value) -> list[str]:
@@ -114,10 +165,13 @@ def is_our_label(label: str) -> bool:
     return label == "all" or label.startswith(("cell:", "arch:"))
 
 
-def select_cells(matrix: Matrix, event: str, labels=(), select=()) -> Selection:
+def select_cells(matrix: Matrix, event: str, labels=(), select=(), changed: list[str] | None = None) -> Selection:
+    """The cells of a run.  changed: the paths the event changes (None: not known); a documentation-only
+    change selects nothing for the event itself."""
     if event not in EVENTS:
         raise PlanError(f"unknown event {event!r}: one of {', '.join(EVENTS)}")
     why: dict[str, list[str]] = {}
+    docs_only = changed is not None and event in ("pull_request", "push") and documentation_only(changed)
 
     def add(cells, reason):
         for cell in cells:
@@ -126,6 +180,8 @@ def select_cells(matrix: Matrix, event: str, labels=(), select=()) -> Selection:
     if select:
         for item in select:
             add(_selector(matrix, item, f"--select {item}"), f"selected: {item}")
+    elif docs_only:
+        pass   # documentation only: no cell, unless a label asks for one
     elif event == "pull_request":
         add([matrix.cell(n) for n in matrix.smoke_cells], "smoke_cells (pull request)")
     else:
@@ -136,7 +192,7 @@ def select_cells(matrix: Matrix, event: str, labels=(), select=()) -> Selection:
             add(_selector(matrix, label, f"label {label!r}"), f"label {label}")
         else:
             ignored.append(label)
-    return Selection([name for name in matrix.cells if name in why], why, ignored)
+    return Selection([name for name in matrix.cells if name in why], why, ignored, docs_only)
 
 
 # --------------------------------------------------------------------------
@@ -270,7 +326,18 @@ def _runs_foreign_code(runner: str, arches) -> bool:
     return any(arch not in RUNNERS[runner][1] for arch in arches)
 
 
-def image_job(image: Image, built: dict[str, Image]) -> dict:
+def image_timeout(matrix: Matrix, image: Image) -> int:
+    """The image job's time limit in minutes (IMAGE_TIMEOUTS)."""
+    if image.kind != "cell":
+        return IMAGE_TIMEOUTS[image.kind]
+    if image.group == "cross_images":
+        return IMAGE_TIMEOUTS["cross"]
+    cell = matrix.cell(image.build_arg)
+    optimised = any(o == "--enable-optimizations" or o.startswith("--with-lto") for o in cell.configure_args())
+    return IMAGE_TIMEOUTS["distro" if optimised else "cell"]
+
+
+def image_job(image: Image, built: dict[str, Image], matrix: Matrix | None = None) -> dict:
     needs = [built[n].artifact for n in image.needs]
     return {
         "name": image.name, "kind": image.kind, "arch": image.arch, "group": image.group, "tag": image.tag,
@@ -281,6 +348,7 @@ def image_job(image: Image, built: dict[str, Image]) -> dict:
         # arm64 stage of a cross build)
         "qemu_user": _runs_foreign_code(NATIVE_RUNNER[image.host], [image.arch]),
         "needs": needs, "needs_pattern": pattern(needs),
+        "timeout_minutes": image_timeout(matrix, image) if matrix is not None else IMAGE_TIMEOUTS["cross"],
     }
 
 
@@ -305,6 +373,7 @@ def cell_job(matrix: Matrix, cell: Cell, built: dict[str, Image], aarch64: str) 
         "perf": perf,
         "images": artifacts, "images_pattern": pattern(artifacts), "image_tags": [i.tag for i in used],
         "session": f"conformance-{cell.name}", "results": f"results-{cell.name}",
+        "timeout_minutes": CELL_TIMEOUTS[execution],
     }
 
 
@@ -320,15 +389,16 @@ def shard(jobs: list, group: str, limit: int = MAX_MATRIX_JOBS, shards: int | No
     return chunks + [[] for _ in range(shards - len(chunks))]
 
 
-def build_plan(matrix: Matrix, event: str = "pull_request", labels=(), select=(), aarch64: str = "native") -> dict:
+def build_plan(matrix: Matrix, event: str = "pull_request", labels=(), select=(), aarch64: str = "native",
+               changed: list[str] | None = None) -> dict:
     if aarch64 not in AARCH64_PLACEMENTS:
         raise PlanError(f"--aarch64 must be one of {', '.join(AARCH64_PLACEMENTS)}, not {aarch64!r}")
-    selection = select_cells(matrix, event, parse_list(labels), parse_list(select))
+    selection = select_cells(matrix, event, parse_list(labels), parse_list(select), changed)
     cells = [matrix.cell(n) for n in selection.cells]
     # the report job renders flame graphs with the x86_64 tools image, whichever runners the cells ran on
     roots = [n for cell in cells for n in runtime_images(matrix, cell, aarch64)] + (["tools"] if cells else [])
     built = needed_images(matrix, roots, aarch64)
-    image_jobs = [image_job(image, built) for image in built.values()]
+    image_jobs = [image_job(image, built, matrix) for image in built.values()]
     cell_jobs = [cell_job(matrix, cell, built, aarch64) for cell in cells]
     report_images = [built["tools"].artifact] if "tools" in built else []
     report = {"runner": X86_RUNNER, "session": "report", "images": report_images,
@@ -344,9 +414,12 @@ def build_plan(matrix: Matrix, event: str = "pull_request", labels=(), select=()
     return {
         "event": event, "aarch64": aarch64,
         "selection": {"cells": selection.cells, "why": selection.why, "ignored_labels": selection.ignored_labels},
+        "changes": {"files": None if changed is None else len(changed),
+                    "documentation_only": selection.documentation_only},
         "images": image_jobs, "cells": cell_jobs, "report": report, "shards": shards,
         "counts": {"images": len(image_jobs), "cells": len(cell_jobs),
-                   "jobs": 1 + len(image_jobs) + len(cell_jobs) + 1},   # plan + images + cells + report
+                   # plan + images + cells + report (skipped where no cell is selected)
+                   "jobs": 1 + len(image_jobs) + len(cell_jobs) + (1 if cell_jobs else 0)},
     }
 
 
@@ -376,12 +449,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="cell:<name>, arch:<arch> or all, comma-separated: run these instead of the event's choice")
     parser.add_argument("--aarch64", choices=AARCH64_PLACEMENTS, default="native",
                         help=f"aarch64 cells on {ARM_RUNNER} (native, default) or emulated on {X86_RUNNER} (qemu)")
+    parser.add_argument("--changed-files", metavar="FILE", default=None,
+                        help="the paths the event changes, one a line: documentation only (docs/, *.md) selects no "
+                             "cell for the event (labels and --select still do); a missing FILE means not known")
     parser.add_argument("--github-output", metavar="FILE", default=None,
                         help="also append the job matrices as name=value lines to FILE ($GITHUB_OUTPUT)")
 
 
 def run(matrix: Matrix, args) -> None:
-    plan = build_plan(matrix, args.event, args.labels, args.select, args.aarch64)
+    plan = build_plan(matrix, args.event, args.labels, args.select, args.aarch64,
+                      read_changed_files(getattr(args, "changed_files", None)))
     if args.github_output:
         with open(args.github_output, "a") as out:
             for key, value in github_outputs(plan).items():
