@@ -59,8 +59,18 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("pin", help="pin a series to its newest python.org release (signature checked), or "
                                    "--check: list the pins behind (cpython_perf/pins.py)")
     pins.add_arguments(p)
-    p = sub.add_parser("check-series", help="apply a cell's additions and series to its pristine source")
-    p.add_argument("cell")
+    p = sub.add_parser("check-series", help="apply a cell's additions and series to its pristine source, or "
+                                            "(--source) a version's series to any tarball, .dsc or tree, with a "
+                                            "per-patch report (cpython_perf/distro/source_check.py)")
+    p.add_argument("cell", help="a cell (3.11-fp); with --source also a version with a series (3.13)")
+    p.add_argument("--source", default=None, metavar="TARBALL_OR_DSC",
+                   help="a tarball, a Debian .dsc (unpacked with dpkg-source -x: Debian's patches applied first) "
+                        "or a source tree: report per patch whether it applies, with offsets or fuzz, is already "
+                        "applied, or fails (exit 1: one fails or needs fuzz)")
+    p.add_argument("--alone", action="store_true",
+                   help="with --source: try each patch on the unpacked source as it is, none applied (which "
+                        "changes the source already has, whatever the patches before it did)")
+    p.add_argument("--json", action="store_true", help="with --source: the report as JSON")
     p = sub.add_parser("series-forms", help="write a version's series in the forms packagers import: a quilt "
                                             "directory (new files as a patch) and a git-am mbox")
     p.add_argument("version", help="a version with a patch series (e.g. 3.11)")
@@ -122,6 +132,21 @@ def main(argv: list[str] | None = None) -> int:
             ci_plan.run(matrix, args)
         elif args.command == "pin":
             return pins.main(matrix, args, _log)
+        elif args.command == "check-series" and args.source:
+            from .distro import series_forms, source_check
+
+            series = source_check.version_argument(matrix, args.cell)
+            source = Path(args.source)
+            results = source_check.check_source(series_forms.quilt_patches(series), source, alone=args.alone)
+            if args.json:
+                print(source_check.as_json(results, source, series.version))
+            else:
+                how = "each alone on" if args.alone else "in order on"
+                print(f"CPython {series.version} series ({len(results)} patches, quilt form), {how} "
+                      f"{source_check.describe_source(source)}:")
+                print(source_check.table(results))
+                print(source_check.summary(results))
+            return source_check.exit_status(results)
         elif args.command == "check-series":
             cell = matrix.cell(args.cell)
             tarball = sources.fetch_source(cell.recipe, log=_log)
