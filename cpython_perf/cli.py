@@ -72,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
                         "changes the source already has, whatever the patches before it did)")
     p.add_argument("--json", action="store_true", help="with --source: the report as JSON")
     p = sub.add_parser("series-forms", help="write a version's series in the forms packagers import: a quilt "
-                                            "directory (new files as a patch) and a git-am mbox")
+                                            "directory (new files as a patch), a git-am mbox and Fedora's form "
+                                            "(NNNNN: commits, patch files, the spec's Patch lines)")
     p.add_argument("version", help="a version with a patch series (e.g. 3.11)")
     p.add_argument("--out", default=None, help="output directory (default: dist/series/<version>)")
     p = sub.add_parser("deb", help="build a distro lane's Debian source package with the series added, with "
@@ -163,9 +164,14 @@ def main(argv: list[str] | None = None) -> int:
             out = Path(args.out) if args.out else matrix.root / "dist" / "series" / args.version
             if out.exists():
                 shutil.rmtree(out)   # generated: never a mix of an old and a new form
-            written = series_forms.write_forms(matrix.series_of(args.version), out)
+            released = sorted({c.recipe.version for c in matrix.cells.values()
+                               if c.version == args.version and not c.vanilla})
+            written = series_forms.write_forms(matrix.series_of(args.version), out,
+                                               released[0] if len(released) == 1 else None)
             print(f"quilt form: {written['quilt']}/ (append its series after the distribution's own patches)")
             print(f"git am form: {written['mbox']}")
+            print(f"Fedora form: {written['fedora']}/ (a commit per NNNNN: patch, the spec's Patch lines; "
+                  "README.txt)")
         elif args.command == "profile":
             return profile.main(matrix, args, program, _log)
         elif args.command == "deb":
