@@ -281,7 +281,7 @@ def test_fedora_branch_is_one_commit_per_patch_and_the_quilt_forms_tree(version,
     assert log == [fp.summary for fp in series_forms.fedora_patches(vs)]
     differences = _same_trees(tree, _reference(pristine(version), version))
     assert not differences, differences
-    # every patch file applies on its own commit's parent, as %autosetup -S git_am applies them
+    # git am left nothing behind: no conflict, no stray file
     status = subprocess.run(["git", "status", "--porcelain"], cwd=tree, capture_output=True, text=True).stdout
     assert status == ""
 
