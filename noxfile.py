@@ -227,6 +227,17 @@ def series_forms(session):
         _driver(session, "series-forms", version)
 
 
+@nox.session(name="fedora-build", default=False)
+def fedora_build(session):
+    """Fedora's form built for real (minutes a version): the branch imported with git am on the pristine source,
+    configured, `make regen-all` must change nothing, built, the trampoline run. Versions as arguments (default
+    3.13): nox -s fedora-build -- 3.11 3.13."""
+    _install(session)
+    versions = ",".join(session.posargs) or "3.13"
+    session.run("python", "-m", "pytest", "tests/test_series_forms.py", "-m", "fedora_build", "-ra", "-s",
+                env={"CPYTHON_PERF_FEDORA_BUILD": versions})
+
+
 def _deb_session(lane):
     def run(session):
         _install(session)

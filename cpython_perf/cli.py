@@ -59,10 +59,21 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("pin", help="pin a series to its newest python.org release (signature checked), or "
                                    "--check: list the pins behind (cpython_perf/pins.py)")
     pins.add_arguments(p)
-    p = sub.add_parser("check-series", help="apply a cell's additions and series to its pristine source")
-    p.add_argument("cell")
+    p = sub.add_parser("check-series", help="apply a cell's additions and series to its pristine source, or "
+                                            "(--source) a version's series to any tarball, .dsc or tree, with a "
+                                            "per-patch report (cpython_perf/distro/source_check.py)")
+    p.add_argument("cell", help="a cell (3.11-fp); with --source also a version with a series (3.13)")
+    p.add_argument("--source", default=None, metavar="TARBALL_OR_DSC",
+                   help="a tarball, a Debian .dsc (unpacked with dpkg-source -x: Debian's patches applied first) "
+                        "or a source tree: report per patch whether it applies, with offsets or fuzz, is already "
+                        "applied, or fails (exit 1: one fails or needs fuzz)")
+    p.add_argument("--alone", action="store_true",
+                   help="with --source: try each patch on the unpacked source as it is, none applied (which "
+                        "changes the source already has, whatever the patches before it did)")
+    p.add_argument("--json", action="store_true", help="with --source: the report as JSON")
     p = sub.add_parser("series-forms", help="write a version's series in the forms packagers import: a quilt "
-                                            "directory (new files as a patch) and a git-am mbox")
+                                            "directory (new files as a patch), a git-am mbox and Fedora's form "
+                                            "(NNNNN: commits, patch files, the spec's Patch lines)")
     p.add_argument("version", help="a version with a patch series (e.g. 3.11)")
     p.add_argument("--out", default=None, help="output directory (default: dist/series/<version>)")
     p = sub.add_parser("deb", help="build a distro lane's Debian source package with the series added, with "
@@ -122,6 +133,21 @@ def main(argv: list[str] | None = None) -> int:
             ci_plan.run(matrix, args)
         elif args.command == "pin":
             return pins.main(matrix, args, _log)
+        elif args.command == "check-series" and args.source:
+            from .distro import series_forms, source_check
+
+            series = source_check.version_argument(matrix, args.cell)
+            source = Path(args.source)
+            results = source_check.check_source(series_forms.quilt_patches(series), source, alone=args.alone)
+            if args.json:
+                print(source_check.as_json(results, source, series.version))
+            else:
+                how = "each alone on" if args.alone else "in order on"
+                print(f"CPython {series.version} series ({len(results)} patches, quilt form), {how} "
+                      f"{source_check.describe_source(source)}:")
+                print(source_check.table(results))
+                print(source_check.summary(results))
+            return source_check.exit_status(results)
         elif args.command == "check-series":
             cell = matrix.cell(args.cell)
             tarball = sources.fetch_source(cell.recipe, log=_log)
@@ -138,9 +164,14 @@ def main(argv: list[str] | None = None) -> int:
             out = Path(args.out) if args.out else matrix.root / "dist" / "series" / args.version
             if out.exists():
                 shutil.rmtree(out)   # generated: never a mix of an old and a new form
-            written = series_forms.write_forms(matrix.series_of(args.version), out)
+            released = sorted({c.recipe.version for c in matrix.cells.values()
+                               if c.version == args.version and not c.vanilla})
+            written = series_forms.write_forms(matrix.series_of(args.version), out,
+                                               released[0] if len(released) == 1 else None)
             print(f"quilt form: {written['quilt']}/ (append its series after the distribution's own patches)")
             print(f"git am form: {written['mbox']}")
+            print(f"Fedora form: {written['fedora']}/ (a commit per NNNNN: patch, the spec's Patch lines; "
+                  "README.txt)")
         elif args.command == "profile":
             return profile.main(matrix, args, program, _log)
         elif args.command == "deb":

@@ -8,9 +8,12 @@ patches.  A source this machine cannot reach is skipped with the reason.
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import subprocess
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -215,3 +218,117 @@ def test_quilt_form_applies_at_fuzz_0_after_the_distros_own_patches(name, debian
             f"{patch} does not apply at fuzz 0 after {len(debian_series)} Debian patches of "
             f"{lane.source_package} {lane.package_version}:\n{proc.stdout}{proc.stderr}")
         assert check.returncode == 0, f"git apply --check {patch}: {check.stderr}"
+
+
+# --------------------------------------------------------------------------
+# Fedora's form: fedora-python/cpython's NNNNN: commits, importpatches' files, the spec's Patch lines
+
+FEDORA_BUILD_ENV = "CPYTHON_PERF_FEDORA_BUILD"
+
+
+def _released(version: str) -> str:
+    return _cell_of(version).recipe.version
+
+
+@pytest.mark.parametrize("version", SERIES_VERSIONS)
+def test_fedora_form_numbers_subjects_files_and_spec_lines(version, tmp_path):
+    vs = MATRIX.series_of(version)
+    fps = series_forms.fedora_patches(vs)
+    quilt = series_forms.quilt_patches(vs)
+    assert [fp.source_name for fp in fps] == [name for name, _ in quilt]
+    first = series_forms.FEDORA_FIRST
+    # 00900 is the new-files patch of a backport; otherwise 009NN is patch NNNN of the series
+    assert [fp.number for fp in fps] == list(range(first + (0 if vs.additions else 1), first + len(fps)
+                                                   + (0 if vs.additions else 1)))
+    for fp, (name, _) in zip(fps, quilt):
+        if name != series_forms.NEW_FILES_PATCH:
+            assert fp.number == first + int(name[:4]), name
+        assert fp.summary.startswith(f"{fp.number:05d}: ")
+        assert fp.filename == series_forms.slugify(fp.summary) + ".patch"
+        assert fp.filename.startswith(f"{fp.number:05d}-") and re.fullmatch(r"[a-z0-9_-]+\.patch", fp.filename)
+        assert f"\nSubject: {fp.summary}\n" in fp.mail          # no [PATCH n/m]: importpatches keeps it as it is
+    assert len({fp.filename for fp in fps}) == len(fps)
+    out = series_forms.write_fedora_form(vs, tmp_path / "a", _released(version))
+    again = series_forms.write_fedora_form(vs, tmp_path / "b", _released(version))
+    files = sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(again) for p in again.rglob("*") if p.is_file())
+    for rel in files:
+        assert (out / rel).read_bytes() == (again / rel).read_bytes(), rel
+    spec = (out / f"python{version}.spec-patches.txt").read_text()
+    entries = re.findall(r"^# (\d{5}) # ([0-9a-f]{40})\n((?:#.*\n)+)Patch(\d+): (\S+)$", spec, re.M)
+    assert [(int(n), int(p), f) for n, _, _, p, f in entries] == [(fp.number, fp.number, fp.filename) for fp in fps]
+    for (_, pid, comment, _, _), fp in zip(entries, fps):
+        assert pid == series_forms.patch_id(fp.mail)
+        assert comment.splitlines()[0] == "# " + fp.summary.split(": ", 1)[1]
+        assert comment.splitlines()[1] == "#"
+    assert "%" not in spec.replace("%%", "")         # rpm macros cannot be expanded in a comment
+    assert sorted(p.name for p in (out / "patches").iterdir()) == sorted(fp.filename for fp in fps)
+    assert (out / f"cpython-{version}-fedora.mbox").read_text() == "".join(fp.mail for fp in fps)
+    readme = (out / "README.txt").read_text()
+    assert f"git am cpython-{version}-fedora.mbox" in readme and "%autosetup -S git_am" in readme
+    assert "make regen-all" in readme and f"v{_released(version)}" in readme
+
+
+@pytest.mark.parametrize("version", SERIES_VERSIONS)
+def test_fedora_branch_is_one_commit_per_patch_and_the_quilt_forms_tree(version, pristine, tmp_path):
+    vs = MATRIX.series_of(version)
+    out = series_forms.write_fedora_form(vs, tmp_path / "fedora", _released(version))
+    tree = pristine(version)
+    branch = series_forms.fedora_branch(vs, tree, _released(version), out / f"cpython-{version}-fedora.mbox")
+    assert branch == f"fedora-{version}"
+    log = subprocess.run(["git", "log", "--reverse", "--format=%s", f"v{_released(version)}..{branch}"], cwd=tree,
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    assert log == [fp.summary for fp in series_forms.fedora_patches(vs)]
+    differences = _same_trees(tree, _reference(pristine(version), version))
+    assert not differences, differences
+    # git am left nothing behind: no conflict, no stray file
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=tree, capture_output=True, text=True).stdout
+    assert status == ""
+
+
+def _fedora_build_versions() -> list[str]:
+    wanted = os.environ.get(FEDORA_BUILD_ENV, "")
+    return [v.strip() for v in wanted.split(",") if v.strip()] or ["3.13"]
+
+
+@pytest.mark.fedora_build
+@pytest.mark.skipif(not os.environ.get(FEDORA_BUILD_ENV),
+                    reason=f"builds CPython (minutes): nox -s fedora-build, or {FEDORA_BUILD_ENV}=3.13 (a comma list)")
+@pytest.mark.parametrize("version", _fedora_build_versions())
+def test_fedora_branch_builds_regen_all_changes_nothing_and_the_trampoline_runs(version, pristine, tmp_path,
+                                                                                 record_property):
+    """As Fedora's spec does it: the branch imported with git am, configured, `make regen-all` (here with the
+    interpreter just built: Fedora's build root has the same version's), built; the patched tree must already be
+    what regen-all makes."""
+    vs = MATRIX.series_of(version)
+    out = series_forms.write_fedora_form(vs, tmp_path / "fedora", _released(version))
+    tree = pristine(version)
+    series_forms.fedora_branch(vs, tree, _released(version), out / f"cpython-{version}-fedora.mbox")
+    started = time.monotonic()
+
+    def run(*args, **kw):
+        proc = subprocess.run(list(args), cwd=tree, capture_output=True, text=True, **kw)
+        assert proc.returncode == 0, f"{' '.join(args)}:\n{(proc.stdout + proc.stderr)[-4000:]}"
+        return proc.stdout
+
+    run("./configure", "-q", "--with-ensurepip=no")
+    run("make", "-j2", "-s")
+    built = time.monotonic()
+    run("make", "regen-all", "PYTHON_FOR_REGEN=./python")
+    changed = run("git", "status", "--porcelain", "--untracked-files=no")
+    assert changed == "", f"make regen-all changed tracked files of the patched tree:\n{changed}"
+    run("make", "-j2", "-s")
+    probe = ("import os, sys\n"
+             "for backend in ('perf', 'perf_jit'):\n"
+             "    sys.activate_stack_trampoline(backend)\n"
+             "    assert sys.is_stack_trampoline_active(), backend\n"
+             "    (lambda: None)()\n"
+             "    sys.deactivate_stack_trampoline()\n"
+             "pid = os.getpid()\n"
+             "print(os.path.getsize(f'/tmp/perf-{pid}.map') > 0, os.path.getsize(f'/tmp/jit-{pid}.dump') > 0)\n"
+             "os.unlink(f'/tmp/perf-{pid}.map'); os.unlink(f'/tmp/jit-{pid}.dump')\n")
+    assert run("./python", "-c", probe).split() == ["True", "True"]
+    record_property("build_seconds", round(built - started))
+    record_property("total_seconds", round(time.monotonic() - started))
+    print(f"{version}: configure + make -j2 {built - started:.0f} s; with regen-all and the probe "
+          f"{time.monotonic() - started:.0f} s")

@@ -11,10 +11,17 @@ exactly those files, byte for byte the same every time:
          patches unchanged, and a `series` naming them in order.  Copy the
          directory to debian/patches/<dir>/ and append its series, prefixed
          with <dir>/, AFTER the distribution's own patches.
-  mbox   for `git am` (Fedora-style imports, any git tree): one mbox, a mail
-         per patch, subject from the DEP-3 Description's first line, body
-         from the rest of the header (its other DEP-3 fields kept as trailers),
-         author and date from Author and Last-Update.
+  mbox   for `git am` (any git tree): one mbox, a mail per patch, subject
+         from the DEP-3 Description's first line, body from the rest of the
+         header (its other DEP-3 fields kept as trailers), author and date
+         from Author and Last-Update.
+  fedora Fedora's way (fedora-python/cpython and its importpatches tool):
+         one commit per patch on a branch fedora-<version>, each subject
+         `NNNNN: <title>` with a five-digit Fedora patch number (ours:
+         FEDORA_FIRST + the patch's place in the series, the new-files patch
+         FEDORA_FIRST itself), as an mbox for `git am`, the same mails as
+         NNNNN-<title>.patch files (what importpatches writes into dist-git)
+         and the spec's `PatchNNN:` lines with their comment blocks.
 
 Applying either to a tree gives the same files as the project's own way
 (additions copied, then the series), which tests/test_series_forms.py checks
@@ -24,8 +31,10 @@ on the pristine sources.
 from __future__ import annotations
 
 import email.utils
+import os
 import re
 import subprocess
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -135,8 +144,8 @@ def _author(value: str | None) -> tuple[str, str, str]:
     return name, address, value or ""
 
 
-def mail_of(text: str, number: int, total: int) -> str:
-    """One patch as a git-format-patch mail."""
+def mail_of(text: str, number: int, total: int, subject_as: str | None = None) -> str:
+    """One patch as a git-format-patch mail (subject_as: the subject line as it is, without [PATCH n/m])."""
     head, diff = _header_and_diff(text)
     fields = _header_fields(head)
     values = dict(fields)
@@ -154,6 +163,8 @@ def mail_of(text: str, number: int, total: int) -> str:
     date = values.get("Last-Update", "1970-01-01")
     when = datetime.strptime(date, "%Y-%m-%d").replace(tzinfo=timezone.utc)
     prefix = f"[PATCH {number}/{total}] " if total > 1 else "[PATCH] "
+    if subject_as is not None:
+        prefix, subject = "", subject_as
     message = "\n".join(body_lines).strip("\n")
     parts = [
         "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001",
@@ -180,13 +191,161 @@ def write_mbox_form(series: VersionSeries, out_file: Path) -> Path:
     return out_file
 
 
-def write_forms(series: VersionSeries, out_dir: Path) -> dict[str, Path]:
-    """Both forms under out_dir: quilt/ and <version>-perf-trampoline.mbox."""
+def write_forms(series: VersionSeries, out_dir: Path, upstream_version: str | None = None) -> dict[str, Path]:
+    """Every form under out_dir: quilt/, cpython-<version>-perf-trampoline.mbox and fedora/."""
     out_dir = Path(out_dir)
     quilt = out_dir / "quilt"
     write_quilt_form(series, quilt)
     mbox = write_mbox_form(series, out_dir / f"cpython-{series.version}-perf-trampoline.mbox")
-    return {"quilt": quilt, "mbox": mbox}
+    fedora = write_fedora_form(series, out_dir / "fedora", upstream_version)
+    return {"quilt": quilt, "mbox": mbox, "fedora": fedora}
+
+
+# --------------------------------------------------------------------------
+# Fedora: fedora-python/cpython's branch, importpatches' files and the spec's Patch lines
+
+# Fedora registers its CPython patch numbers (00001 on, in the 00400s by 2025; python2 once used 04000 and
+# 05000).  Ours start at 00900: far above Fedora's own, still five digits, and one number per place in the
+# series (0013-...patch is 00913), so a number names the same patch in every form.
+FEDORA_FIRST = 900
+FEDORA_SPEC_SECTION_END = "# (New patches go here ^^^)"
+
+
+@dataclass(frozen=True)
+class FedoraPatch:
+    number: int          # e.g. 913
+    summary: str         # "00913: <title>" (the commit's subject)
+    filename: str        # "00913-<title slug>.patch" (importpatches' name for it)
+    mail: str            # the patch as one mail (git format-patch, subject kept as it is)
+    source_name: str     # the quilt form's patch it is made from
+
+
+def slugify(text: str) -> str:
+    """A subject as importpatches names its patch file (as git format-patch does)."""
+    return re.sub("[^a-z0-9_-]+", "-", text.lower()).strip("-")
+
+
+def fedora_patches(series: VersionSeries, first: int = FEDORA_FIRST) -> list[FedoraPatch]:
+    named = quilt_patches(series)
+    result = []
+    for index, (name, text) in enumerate(named):
+        number = first + index + (0 if series.additions else 1)
+        head, _ = _header_and_diff(text)
+        values = dict(_header_fields(head))
+        title = (values.get("Description") or values.get("Subject") or name).partition("\n")[0].strip()
+        summary = f"{number:05d}: {title}"
+        mail = mail_of(text, index + 1, len(named), subject_as=summary)
+        result.append(FedoraPatch(number, summary, slugify(summary) + ".patch", mail, name))
+    return result
+
+
+def patch_id(mail: str) -> str:
+    """`git patch-id --stable` of a patch (importpatches writes it after the number in the spec)."""
+    proc = subprocess.run(["git", "patch-id", "--stable"], input=mail, capture_output=True, text=True)
+    if proc.returncode != 0 or not proc.stdout.split():
+        raise DriverError(f"git patch-id failed: {proc.stderr.strip()}")
+    return proc.stdout.split()[0]
+
+
+def commit_message(mail: str) -> tuple[str, str]:
+    """(subject, body) of a mail, as `git am` makes the commit's message."""
+    head, _, rest = mail.partition("\n\n")
+    subject = next(line[len("Subject: "):] for line in head.splitlines() if line.startswith("Subject: "))
+    body = rest.split("\n---\n", 1)[0]
+    return subject, body.strip("\n")
+
+
+def spec_entry(patch: FedoraPatch) -> str:
+    """One patch's lines in the spec, as importpatches writes them: `# NNNNN # <patch-id>`, the commit
+    message as a comment (the subject without its number), `PatchNNN: <file>`."""
+    subject, body = commit_message(patch.mail)
+    comment = [re.sub(r"^\d+:", "", subject).strip(), ""] + body.splitlines()
+    text = "\n".join(comment).strip()
+    lines = "\n".join(f"# {line}" if line else "#" for line in text.splitlines())
+    return (f"\n# {patch.number:05d} # {patch_id(patch.mail)}\n" + lines.replace("%", "%%")
+            + f"\nPatch{patch.number}: {patch.filename}\n")
+
+
+def fedora_readme(series: VersionSeries, fps: list[FedoraPatch], upstream_version: str | None) -> str:
+    v = series.version
+    base = f"v{upstream_version}" if upstream_version else f"v{v}.N"
+    first, last = fps[0].number, fps[-1].number
+    new_files = (f"\n{first:05d} is generated: it creates the new whole files the backport adds "
+                 "(trampoline, backends, their header, Lib/test/test_perf_profiler.py).\n") if series.additions else ""
+    regen = ("The series changes configure.ac and pyconfig.h.in (and configure, as autoconf 2.69 makes it):\n"
+             "the spec's `rm configure pyconfig.h.in` + autoconf/autoheader regenerate them from the patched\n"
+             "sources.") if series.additions else (
+             "No patch touches configure, configure.ac, Makefile.pre.in or any generated file.")
+    return f"""CPython {v}: perf profiler support (cpython-perf), in Fedora's form
+Generated by `python -m cpython_perf series-forms {v}`; do not edit, generate again.
+
+cpython-{v}-fedora.mbox   one mail per patch, subjects `NNNNN: <title>`, for `git am`
+patches/                  the same mails as NNNNN-<title>.patch files (importpatches' names)
+python{v}.spec-patches.txt the spec's lines for them: `# NNNNN # <patch-id>`, the commit
+                          message as a comment, `PatchNNN: NNNNN-<title>.patch`
+
+Patch numbers: {first:05d}-{last:05d} (00900 + the patch's number in patches/{v}/series).{new_files}
+Fedora numbers its own CPython patches from 00001 up, each registered with the Python SIG (they
+are in the 00400s, and python2 once used 04000 and 05000); 009xx stays clear of them. If a number
+is ever taken, renumber ours in one place: FEDORA_FIRST in cpython_perf/distro/series_forms.py.
+
+fedora-python/cpython (a branch per version, one commit per patch):
+
+    git checkout -b fedora-{v}-perf {base}        # or the current fedora-{v} branch
+    git am cpython-{v}-fedora.mbox
+
+Every patch applies to the {upstream_version or v} release with `git am` (tests/test_series_forms.py, on the
+pristine tarball: the tree it gives is the quilt form's; `nox -s fedora-build` also builds it).
+On another release, check first: `python -m cpython_perf check-series {v} --source Python-{v}.N.tar.xz`.
+
+dist-git (python{v}.spec): run importpatches on that branch, or by hand copy patches/*.patch next to
+the spec and paste python{v}.spec-patches.txt before the line `{FEDORA_SPEC_SECTION_END}`.
+
+%prep: the files are mails (git format-patch), so `%autosetup -S git_am` applies them one commit
+each (and `-S git_apply`, `%autopatch -p1` apply them too).
+
+%build: Fedora's spec runs `make regen-all` (PYTHON_FOR_REGEN=python{v}, outside bootstrap) before
+`make`, so generated files are made again from the patched sources; the series keeps them
+consistent: `nox -s fedora-build` configures the imported branch, runs `make regen-all` and
+requires that git sees no change, then builds it and runs the result.
+{regen}
+"""
+
+
+def write_fedora_form(series: VersionSeries, out_dir: Path, upstream_version: str | None = None) -> Path:
+    """dist/series/<version>/fedora/: the mbox, patches/, the spec snippet and README.txt."""
+    out_dir = Path(out_dir)
+    (out_dir / "patches").mkdir(parents=True, exist_ok=True)
+    fps = fedora_patches(series)
+    for fp in fps:
+        (out_dir / "patches" / fp.filename).write_text(fp.mail)
+    (out_dir / f"cpython-{series.version}-fedora.mbox").write_text("".join(fp.mail for fp in fps))
+    snippet = (f"# CPython {series.version}: perf profiler support (cpython-perf), generated by "
+               "`python -m cpython_perf series-forms`.\n"
+               f"# Paste before the line `{FEDORA_SPEC_SECTION_END}` of python{series.version}.spec.\n"
+               + "".join(spec_entry(fp) for fp in fps))
+    (out_dir / f"python{series.version}.spec-patches.txt").write_text(snippet)
+    (out_dir / "README.txt").write_text(fedora_readme(series, fps, upstream_version))
+    return out_dir
+
+
+def fedora_branch(series: VersionSeries, tree: Path, upstream_version: str, mbox: Path) -> str:
+    """Make tree (a pristine source tree) a git repository: the tree as tag v<upstream_version>, then
+    branch fedora-<version> with one commit per patch (`git am` of the Fedora mbox).  Returns the branch."""
+    git = ["git", "-c", "user.name=cpython-perf", "-c", "user.email=cpython-perf@users.noreply.github.com",
+           "-c", "init.defaultBranch=main", "-c", "core.autocrlf=false"]
+    branch = f"fedora-{series.version}"
+    env = dict(os.environ, GIT_AUTHOR_DATE="1970-01-01T00:00:00Z", GIT_COMMITTER_DATE="1970-01-01T00:00:00Z")
+    for args in (["init", "-q"], ["add", "-A", "-f"], ["commit", "-q", "--no-verify", "-m", f"Python {upstream_version}"],
+                 ["tag", f"v{upstream_version}"], ["checkout", "-q", "-b", branch]):
+        proc = subprocess.run([*git, *args], cwd=tree, capture_output=True, text=True, env=env)
+        if proc.returncode != 0:
+            raise DriverError(f"git {' '.join(args)} in {tree} failed: {proc.stderr.strip()}")
+    proc = subprocess.run([*git, "am", "--quiet", "--committer-date-is-author-date", str(mbox)], cwd=tree,
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise DriverError(f"git am {mbox} onto {upstream_version} failed:\n{(proc.stdout + proc.stderr).strip()}")
+    return branch
 
 
 def git_am(mbox: Path, tree: Path) -> subprocess.CompletedProcess:
