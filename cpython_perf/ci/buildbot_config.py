@@ -48,6 +48,8 @@ import yaml
 from ..errors import DriverError
 from ..matrix import DEFAULT_ARCH, KNOWN_ARCHES, PROJECT_ROOT, Matrix, load_matrix
 from . import plan as ci_plan
+from .buildbot_runs import (NO_WORKER, SKIPPED_FILE, cell_scheduler, is_important_change,  # noqa: F401
+                            is_important_file, newest_run, parse_ls_remote, run_key, same_values, split_by_connected)
 
 BUILDBOT_DIR = PROJECT_ROOT / "buildbot"
 REQUIREMENTS = BUILDBOT_DIR / "requirements.txt"
@@ -65,8 +67,6 @@ DEFAULT_EVENT = "pull_request"
 # Where a run's uploads go on the master: results/<run>/<cell> (run: the `matrix` build number, or
 # <builder>-<build number> for a cell forced on its own), beside the run's skipped.json; reports/<run>/.
 RUN = "%(prop:run)s"
-SKIPPED_FILE = "skipped.json"
-NO_WORKER = "no connected worker"
 # A forced, nightly or pushed `matrix` request collapses into a newer pending one of the same selection (as
 # buildbot's default, which python/buildmaster-config keeps, collapses a branch's pending requests); a cell's
 # or the report's only with a request of the same run (runs never mix).
@@ -267,10 +267,6 @@ class BuilderSpec:
     job: dict | None = None     # the plan's cell job, for a cell builder
 
 
-def cell_scheduler(cell: str) -> str:
-    return f"cell-{cell}"
-
-
 def nox_session(settings: Settings, session: str, posargs: bool = False) -> list[str]:
     return [*settings.nox, "-s", session, *([PYTEST_ARGS] if posargs else [])]
 
@@ -404,68 +400,6 @@ def selected_cells(matrix: Matrix, event: str | None, labels: str | None = "", s
     """The cells a `matrix` build triggers: the plan's selection (select_cells) for its properties."""
     return ci_plan.select_cells(matrix, event or DEFAULT_EVENT, ci_plan.parse_list(labels or ""),
                                 ci_plan.parse_list(select or "")).cells
-
-
-def split_by_connected(cells: list[str], workers_of, connected: set[str]) -> tuple[list[str], dict[str, str]]:
-    """(the cells a connected worker can take, {skipped cell: why}): a cell none of whose workers is connected
-    is not triggered (its request would wait for ever, and the run's report with it)."""
-    chosen, skipped = [], {}
-    for cell in cells:
-        workers = list(workers_of(cell))
-        if any(w in connected for w in workers):
-            chosen.append(cell)
-        else:
-            skipped[cell] = f"{NO_WORKER} (none of {', '.join(workers) or 'no workers'} was connected when the run began)"
-    return chosen, skipped
-
-
-def parse_ls_remote(text: str, ref: str) -> str | None:
-    """The commit `git ls-remote URL REF` names for exactly REF."""
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) == 2 and parts[1] == ref and len(parts[0]) >= 40:
-            return parts[0]
-    return None
-
-
-def run_key(props: dict) -> str:
-    """The run a build belongs to: the triggering matrix build's number, else <builder>-<build number>."""
-    return str(props.get("run") or f"{props.get('buildername')}-{props.get('buildnumber')}")
-
-
-def newest_run(results: str | Path) -> str | None:
-    """The run directory under results/ uploaded to last (a report forced without a run reports it)."""
-    root = Path(results)
-    runs = [p for p in root.iterdir() if p.is_dir()] if root.is_dir() else []
-    return max(runs, key=lambda p: p.stat().st_mtime).name if runs else None
-
-
-# A commit touching only these runs nothing (the on-push scheduler's fileIsImportant, as python/buildmaster-
-# config skips documentation-only commits): docs/ and Markdown files, except under patches/ (a series' notes
-# are part of its inputs).
-DOC_PREFIXES = ("docs/",)
-DOC_SUFFIXES = (".md",)
-ALWAYS_IMPORTANT_PREFIXES = ("patches/",)
-
-
-def is_important_file(path: str) -> bool:
-    path = path.lstrip("/\\")
-    if path.startswith(ALWAYS_IMPORTANT_PREFIXES):
-        return True
-    return not (path.startswith(DOC_PREFIXES) or path.endswith(DOC_SUFFIXES))
-
-
-def is_important_change(change) -> bool:
-    files = getattr(change, "files", None)
-    return not files or any(is_important_file(f) for f in files)
-
-
-def same_values(keys, new: dict, old: dict) -> bool:
-    """Two requests' properties ({name: (value, source)}, as the data API gives buildset properties) agree."""
-    def value(props, key):
-        got = props.get(key)
-        return got[0] if isinstance(got, (tuple, list)) else got
-    return all(value(new, k) == value(old, k) for k in keys)
 
 
 # --------------------------------------------------------------------------
@@ -637,7 +571,7 @@ def buildmaster_config(basedir: Path | str, settings: Settings | None = None, ma
                     # the selected cells, the skipped too: the report shows them "not run"
                     return " ".join(cells_of(props))
                 options["set_properties"] = {**run_props, "cells": cells}
-            return steps.Trigger(name=spec.name, **options)
+            return buildbot_steps.RunTrigger(name=spec.name, settings=settings, **options)
         raise ValueError(f"unknown step kind {spec.kind!r}")
 
     builders = []

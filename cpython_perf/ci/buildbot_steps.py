@@ -1,13 +1,14 @@
 """The buildbot steps and services of the cpython-perf master (cpython_perf/ci/buildbot_config.py).
 
 Imported by buildmaster_config() only: this module needs buildbot (buildbot/requirements.txt).  What they
-decide is in plain functions of buildbot_config (split_by_connected, run_key, newest_run, ...), which the
+decide is in plain functions (buildbot_runs: split_by_connected, run_key, newest_run, ...), which the
 unit tests check without buildbot; these classes fetch the facts (the master's data API, git) and act.
 
   ResolveRun      the first step of `matrix`: the run's key (its build number: results/<run>/<cell>), the one
                   revision every cell of the run checks out (the sourcestamp's, else the branch head by `git
                   ls-remote`, resolved once), the cells its selection names split into those with a connected
                   worker and those without (skipped, written to results/<run>/skipped.json for the report).
+  RunTrigger      a Trigger whose builds get that revision in their sourcestamp (the report's trigger).
   CellsTrigger    triggers the cells ResolveRun kept, with the resolved revision in their sourcestamp and the
                   run in their properties; while it waits, a cell whose request is still unclaimed and whose
                   workers have all been disconnected for `offline_grace` seconds is cancelled and recorded as
@@ -24,13 +25,17 @@ import time
 from pathlib import Path
 
 from buildbot.process import buildstep
-from buildbot.process.results import CANCELLED, FAILURE, SUCCESS, WARNINGS, worst_status
+from buildbot.process.results import FAILURE, SUCCESS, WARNINGS, worst_status
 from buildbot.steps.trigger import Trigger
 from buildbot.util import service
 from twisted.internet import defer, reactor, task, utils
 from twisted.python import log
 
-from . import buildbot_config as bbc
+from . import buildbot_runs as runs
+
+
+class RevisionError(Exception):
+    """The branch's head could not be had (git ls-remote's error)."""
 
 
 @defer.inlineCallbacks
@@ -41,7 +46,7 @@ def connected_workers(master) -> set[str]:
 
 
 def write_skipped(results_dir: str, run: str, skipped: dict[str, str]) -> Path:
-    path = Path(results_dir) / str(run) / bbc.SKIPPED_FILE
+    path = Path(results_dir) / str(run) / runs.SKIPPED_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(skipped, indent=1, sort_keys=True) + "\n")
     return path
@@ -70,9 +75,9 @@ class ResolveRun(buildstep.BuildStep):
             ref = f"refs/heads/{source.get('branch', 'main')}"
             out, err, code = yield utils.getProcessOutputAndValue(
                 "git", ["ls-remote", source["git"], ref], env=dict(os.environ))
-            revision = bbc.parse_ls_remote(out.decode(errors="replace"), ref)
+            revision = runs.parse_ls_remote(out.decode(errors="replace"), ref)
             if code != 0 or not revision:
-                raise bbc.BuildbotConfigError(f"git ls-remote {source['git']} {ref} (exit {code}) gave no revision: "
+                raise RevisionError(f"git ls-remote {source['git']} {ref} (exit {code}) gave no revision: "
                                               f"{(err or out).decode(errors='replace').strip()[-500:]}")
             return revision, f"git ls-remote {source['git']} {ref}"
         # a path source is a copy of a working tree, not a revision: named for the record only
@@ -91,7 +96,7 @@ class ResolveRun(buildstep.BuildStep):
         lines = [f"run {run}: uploads go to {self.results_dir}/{run}/<cell>"]
         try:
             revision, how = yield self.resolve_revision()
-        except bbc.BuildbotConfigError as exc:
+        except RevisionError as exc:
             yield self.addCompleteLog("run", "\n".join([*lines, f"error: {exc}"]) + "\n")
             self.descriptionDone = ["no revision"]
             return FAILURE
@@ -102,7 +107,7 @@ class ResolveRun(buildstep.BuildStep):
             lines.append(f"revision: none {how}")
         cells = self.cells_of(props)
         connected = yield connected_workers(self.master)
-        chosen, skipped = bbc.split_by_connected(cells, self.workers_of, connected)
+        chosen, skipped = runs.split_by_connected(cells, self.workers_of, connected)
         write_skipped(self.results_dir, run, skipped)
         props.setProperty("cells", " ".join(chosen), "ResolveRun", runtime=True)
         props.setProperty("skipped", skipped, "ResolveRun", runtime=True)
@@ -116,13 +121,28 @@ class ResolveRun(buildstep.BuildStep):
         return WARNINGS if skipped else SUCCESS
 
 
-class CellsTrigger(Trigger):
+class RunTrigger(Trigger):
+    """A Trigger whose builds check out the revision ResolveRun resolved (the whole sourcestamp: repository,
+    branch, revision), not whatever the branch holds when each starts."""
+
+    def __init__(self, *, settings, **kwargs):
+        super().__init__(**kwargs)
+        self.settings = settings
+
+    def prepareSourcestampListForTrigger(self):
+        revision = self.getProperty("matrix_revision")
+        if revision and "git" in self.settings.source:
+            return [{"codebase": "", "repository": self.settings.source["git"],
+                     "branch": self.settings.source.get("branch", "main"), "revision": revision, "project": ""}]
+        return super().prepareSourcestampListForTrigger()
+
+
+class CellsTrigger(RunTrigger):
     """Triggers the cells ResolveRun kept (property `cells`) at the resolved revision; cancels a cell whose
     workers all went away while its request waited (recorded as skipped)."""
 
-    def __init__(self, *, settings, results_dir, workers_of, offline_grace, check_interval=10, **kwargs):
+    def __init__(self, *, results_dir, workers_of, offline_grace, check_interval=10, **kwargs):
         super().__init__(**kwargs)
-        self.settings = settings
         self.results_dir = results_dir
         self.workers_of = workers_of
         self.offline_grace = offline_grace
@@ -131,17 +151,8 @@ class CellsTrigger(Trigger):
         self._cancelled: dict[int, str] = {}
 
     def getSchedulersAndProperties(self):
-        chosen = {bbc.cell_scheduler(c) for c in (self.getProperty("cells") or "").split()}
+        chosen = {runs.cell_scheduler(c) for c in (self.getProperty("cells") or "").split()}
         return [entry for entry in super().getSchedulersAndProperties() if entry["sched_name"] in chosen]
-
-    def prepareSourcestampListForTrigger(self):
-        revision = self.getProperty("matrix_revision")
-        if revision and "git" in self.settings.source:
-            # the whole sourcestamp, so every cell checks out this commit of this repository (and a status
-            # reporter knows which)
-            return [{"codebase": "", "repository": self.settings.source["git"],
-                     "branch": self.settings.source.get("branch", "main"), "revision": revision, "project": ""}]
-        return super().prepareSourcestampListForTrigger()
 
     @defer.inlineCallbacks
     def run(self):
@@ -256,4 +267,4 @@ class PublishReport(buildstep.BuildStep):
         return SUCCESS if (Path(self.reports_dir) / str(run) / "report.html").exists() else WARNINGS
 
 
-__all__ = ["ResolveRun", "CellsTrigger", "ReportsSite", "PublishReport", "CANCELLED"]
+__all__ = ["ResolveRun", "RunTrigger", "CellsTrigger", "ReportsSite", "PublishReport"]
