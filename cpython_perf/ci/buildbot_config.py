@@ -26,11 +26,18 @@ What the master gets:
               master's reports/<build number>/ (reports/latest).
               `matrix`: triggers the cell builders of a selection (the plan's own selection: an event,
               labels, selectors), waits, then triggers `report` whatever the cells gave.
+  runs        a `matrix` build is a run: results/<run>/<cell> and reports/<run>/ (run: its build number);
+              one at a time; it resolves the revision once (every triggered build checks it out) and
+              skips the cells no connected worker can take (results/<run>/skipped.json, in the report).
+              buildbot_runs.py holds these decisions, buildbot_steps.py the steps that make them.
   schedulers  a Triggerable per cell builder and one for `report`; ForceSchedulers: `force-matrix` (event,
               labels, select, pytest_args) and `force` (any builder).  A nightly run of the whole matrix
               if settings say `nightly: {hour: H, minute: M}`; with a git source and `poll: SECONDS`, a
               GitPoller watches the branch and `on-push` runs the whole matrix after each new commit
-              (the plan's `push` event, as a push to main does on GitHub).
+              (the plan's `push` event, as a push to main does on GitHub); a documentation-only commit
+              runs nothing.
+  services    the reports directory served at <buildbot_url>reports/; GitHubStatusPush and MailNotifier
+              when the settings configure them; a janitor (build logs older than log_horizon_days).
 
 The description (builder_specs) is plain data, checked by the unit tests without buildbot installed;
 buildmaster_config() turns it into buildbot objects and needs buildbot (pinned in buildbot/requirements.txt).

@@ -622,7 +622,8 @@ def collect(api: Api, builders: dict[str, int], master: Path, cells: list[str]) 
         text = (latest / "report.md").read_text()
         result["report_rows"] = report_rows(text, cells)
         result["report_flamegraphs"] = sorted(str(p.relative_to(latest)) for p in latest.glob("*/seed-flamegraph.svg"))
-    result["master_results"] = sorted(str(p.relative_to(master)) for p in (master / "results").glob("*/*")) \
+    # results/<run>/<cell>/... (the run: the matrix build's number)
+    result["master_results"] = sorted(str(p.relative_to(master)) for p in (master / "results").glob("*/*/*")) \
         if (master / "results").exists() else []
     return result
 
