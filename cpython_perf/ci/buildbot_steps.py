@@ -58,6 +58,7 @@ class ResolveRun(buildstep.BuildStep):
 
     def __init__(self, *, settings, results_dir, cells_of, workers_of, **kwargs):
         kwargs.setdefault("haltOnFailure", True)
+        kwargs.setdefault("warnOnWarnings", True)   # skipped cells: the run ends with warnings
         super().__init__(**kwargs)
         self.settings = settings
         self.results_dir = results_dir
@@ -142,6 +143,7 @@ class CellsTrigger(RunTrigger):
     workers all went away while its request waited (recorded as skipped)."""
 
     def __init__(self, *, results_dir, workers_of, offline_grace, check_interval=10, **kwargs):
+        kwargs.setdefault("warnOnWarnings", True)   # a cell cancelled for want of a worker: the run has warnings
         super().__init__(**kwargs)
         self.results_dir = results_dir
         self.workers_of = workers_of
