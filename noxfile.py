@@ -117,9 +117,13 @@ def report(session):
 def buildbot_local(session):
     """A throwaway buildbot master and two workers on localhost run the smoke cells' builders for real, at once
     (buildbot/requirements.txt in a venv of its own; results/buildbot-local/); then the test asserting it.
-    Arguments go to `python -m cpython_perf.ci.buildbot_local run` (e.g. -- --pytest-args "")."""
+    Arguments go to `python -m cpython_perf.ci.buildbot_local run` (e.g. -- --pytest-args ""); -- --scenario
+    overlap|offline|revision runs one of the runs' proofs instead (docs/buildbot.md)."""
     _install(session)
     out = Path("results/buildbot-local")
+    args = list(session.posargs)
+    if "--scenario" in args:   # -- --scenario overlap|offline|revision: results/buildbot-local/<scenario>/
+        out = out / args[args.index("--scenario") + 1]
     venv = Path(session.virtualenv.location) / "buildbot"
     session.run("python", "-m", "cpython_perf.ci.buildbot_local", "run", "--venv", str(venv), "--out", str(out),
                 *session.posargs)

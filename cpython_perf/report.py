@@ -845,9 +845,47 @@ def write_report(results_dir: Path, matrix: Matrix | None = None, renderer=None,
     for cell in report.cells:
         cell_junit(report, cell).write(junit_dir / f"{cell}.xml", encoding="utf-8", xml_declaration=True)
     md, page = results_dir / "report.md", results_dir / "report.html"
-    md.write_text(render_markdown(report))
-    page.write_text(render_html(report))
+    md.write_text(render_markdown(report) + skipped_markdown(results_dir))
+    page.write_text(with_skipped_html(render_html(report), results_dir))
     return md, page
+
+
+# --------------------------------------------------------------------------
+# Cells a buildbot run did not run: results/skipped.json ({cell: why}), written by the master's `matrix`
+# build (cpython_perf/ci/buildbot_steps.py) beside the run's uploads.
+
+SKIPPED_FILE = "skipped.json"
+
+
+def skipped_cells(results_dir: Path) -> dict[str, str]:
+    import json
+
+    try:
+        data = json.loads((Path(results_dir) / SKIPPED_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def skipped_markdown(results_dir: Path) -> str:
+    skipped = skipped_cells(results_dir)
+    if not skipped:
+        return ""
+    return "\n".join(["", "## Not run", "", "Cells of this run that were not run, and why.", "",
+                      "| cell | why |", "| --- | --- |",
+                      *(f"| {cell} | not run: {_md_escape(why)} |" for cell, why in sorted(skipped.items())), ""])
+
+
+def with_skipped_html(page: str, results_dir: Path) -> str:
+    skipped = skipped_cells(results_dir)
+    if not skipped:
+        return page
+    e = html.escape
+    section = ("<h2>Not run</h2><p>Cells of this run that were not run, and why.</p><table><tr><th>cell</th>"
+               "<th>why</th></tr>" + "".join(f"<tr><td>{e(cell)}</td><td class='notrun'>not run: {e(why)}</td></tr>"
+                                              for cell, why in sorted(skipped.items())) + "</table>")
+    at = page.rfind("</body>")
+    return page[:at] + section + page[at:] if at >= 0 else page + section
 
 
 def main(argv=None) -> int:

@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import secrets
+import shlex
 import shutil
 import socket
 import subprocess
@@ -150,98 +151,412 @@ def report_rows(report_md: str, cells) -> dict[str, dict]:
     return rows
 
 
+class Fleet:
+    """A throwaway master and its workers under root: created from buildbot/master.cfg with settings of
+    this fleet (random passwords passed in the master's environment, ports chosen free on 127.0.0.1)."""
+
+    def __init__(self, venv: Path, root: Path, workers: list[tuple[str, str]], source: dict | None = None,
+                 extra: dict | None = None, log=_log):
+        self.bin_dir = venv / "bin"
+        self.root, self.log = root, log
+        self.master, self.workers_dir = root / "master", root / "workers"
+        self.pb, self.www = free_port(), free_port()
+        self.url = f"http://127.0.0.1:{self.www}/"
+        self.workers = dict(workers)               # name -> arch
+        self.passwords = {n: secrets.token_hex(16) for n in self.workers}
+        self.pw_env = {n: f"CPYTHON_PERF_BB_LOCAL_{i}" for i, n in enumerate(self.workers, 1)}
+        nox = shutil.which("nox")
+        if not nox:
+            raise DriverError("nox is not on PATH: the workers' steps run `nox -s ...`")
+        self.env = {**os.environ, **{self.pw_env[n]: self.passwords[n] for n in self.workers},
+                    "PATH": os.pathsep.join([str(self.bin_dir), str(Path(nox).parent), os.environ.get("PATH", "")])}
+        self.source = source or {"path": str(PROJECT_ROOT)}
+        self.extra = extra or {}
+        self.daemons: list[tuple[str, Path]] = []
+        self.api = Api(self.url)
+        self.builders: dict[str, int] = {}
+        self.checkconfig = ""
+
+    def create_master(self) -> None:
+        self.workers_dir.mkdir(parents=True, exist_ok=True)
+        created = _run([self.bin_dir / "buildbot", "create-master", "-r", "--config",
+                        PROJECT_ROOT / "buildbot" / "master.cfg", self.master], env=self.env, log=self.log)
+        if not (self.master / "buildbot.tac").exists():   # create-master exits 0 even when it failed
+            raise DriverError(f"buildbot create-master {self.master} failed:\n{created.stdout}{created.stderr}")
+        settings = {
+            "title": "cpython-perf (buildbot-local)",
+            "worker_port": f"tcp:{self.pb}:interface=127.0.0.1",
+            "www_port": f"tcp:{self.www}:interface=127.0.0.1",
+            "buildbot_url": self.url,
+            "source": self.source,
+            "nox": ["nox"],
+            **self.extra,
+            "workers": [{"name": n, "arch": a, "password_env": self.pw_env[n], "max_builds": 1}
+                        for n, a in self.workers.items()],
+        }
+        (self.master / "settings.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))
+        check = _run([self.bin_dir / "buildbot", "checkconfig", self.master], env=self.env, log=self.log)
+        self.checkconfig = check.stdout.strip().splitlines()[-1]
+        _run([self.bin_dir / "buildbot", "start", self.master], env=self.env, log=self.log)
+        self.daemons.append(("buildbot", self.master))
+
+    def start_worker(self, name: str) -> None:
+        path = self.workers_dir / name
+        if not (path / "buildbot.tac").exists():
+            _run([self.bin_dir / "buildbot-worker", "create-worker", "-r", "--keepalive", "60",
+                  path, f"127.0.0.1:{self.pb}", name, self.passwords[name]], env=self.env, log=self.log)
+            if not (path / "buildbot.tac").exists():
+                raise DriverError(f"buildbot-worker create-worker {path} failed")
+        _run([self.bin_dir / "buildbot-worker", "start", path], env=self.env, log=self.log)
+        if ("buildbot-worker", path) not in self.daemons:
+            self.daemons.append(("buildbot-worker", path))
+
+    def stop_worker(self, name: str) -> None:
+        path = self.workers_dir / name
+        _run([self.bin_dir / "buildbot-worker", "stop", path], env=self.env, log=self.log, check=False)
+        wait_for(f"{name} to stop", lambda: not _alive(path), 60, 1, log=self.log)
+
+    def connected(self) -> set[str]:
+        return {w["name"] for w in self.api.get("workers")["workers"] if w["connected_to"]}
+
+    def start(self, workers: list[str] | None = None) -> None:
+        self.create_master()
+        names = list(self.workers) if workers is None else workers
+        for name in names:
+            self.start_worker(name)
+        wait_for(f"{', '.join(names)} to connect", lambda: set(names) <= self.connected(), 120, log=self.log)
+        self.builders = {b["name"]: b["builderid"] for b in self.api.get("builders")["builders"]}
+        self.log(f"master {self.url} (pb {self.pb}), workers {', '.join(names)} connected")
+
+    def force_matrix(self, event="pull_request", select="", pytest_args=DEFAULT_PYTEST_ARGS, labels="",
+                     reason="buildbot-local") -> int:
+        bsid, _ = self.api.rpc(f"forceschedulers/{bbc.FORCE_MATRIX}", "force", {
+            "builderid": str(self.builders[bbc.MATRIX_BUILDER]), "event": event, "labels": labels, "select": select,
+            "pytest_args": pytest_args, "reason": reason, "username": "buildbot-local <buildbot-local@example.org>"})
+        self.log(f"forced {bbc.MATRIX_BUILDER} (buildset {bsid}): select {select or event!r}")
+        return bsid
+
+    def force_builder(self, builder: str, **props) -> int:
+        bsid, _ = self.api.rpc(f"forceschedulers/{bbc.FORCE}", "force", {
+            "builderid": str(self.builders[builder]), "reason": "buildbot-local",
+            "username": "buildbot-local <buildbot-local@example.org>", **props})
+        self.log(f"forced {builder} on its own (buildset {bsid})")
+        return bsid
+
+    def running_line(self) -> str:
+        names = {v: k for k, v in self.builders.items()}
+        workers = {w["workerid"]: w["name"] for w in self.api.get("workers")["workers"]}
+        return "; ".join(f"{names.get(b['builderid'])} #{b['number']} on {workers.get(b['workerid'])}: "
+                         f"{b['state_string']}" for b in self.api.get("builds?complete=false")["builds"])
+
+    def wait_buildsets(self, bsids: list[int], timeout: float, while_waiting=None) -> None:
+        last = [""]
+
+        def done():
+            line = self.running_line()
+            if line != last[0]:
+                self.log(f"running: {line or '-'}")
+                last[0] = line
+            if while_waiting:
+                while_waiting()
+            return all(self.api.get(f"buildsets/{b}")["buildsets"][0]["complete"] for b in bsids)
+        wait_for(f"buildsets {bsids}", done, timeout, interval=5, log=self.log)
+
+    def builds(self) -> list[dict]:
+        names = {v: k for k, v in self.builders.items()}
+        workers = {w["workerid"]: w["name"] for w in self.api.get("workers")["workers"]}
+        found = []
+        for build in self.api.get("builds?property=*")["builds"]:
+            steps = [{"name": s["name"], "started_at": s["started_at"], "complete_at": s["complete_at"],
+                      "results": RESULT_NAMES.get(s["results"], s["results"]), "state": s["state_string"]}
+                     for s in self.api.get(f"builds/{build['buildid']}/steps")["steps"]]
+            props = {k: v[0] for k, v in (build.get("properties") or {}).items()}
+            found.append({"builder": names.get(build["builderid"]), "number": build["number"],
+                          "buildid": build["buildid"], "buildrequestid": build["buildrequestid"],
+                          "worker": workers.get(build["workerid"]), "started_at": build["started_at"],
+                          "complete_at": build["complete_at"],
+                          "results": RESULT_NAMES.get(build["results"], build["results"]),
+                          "state": build["state_string"], "steps": steps,
+                          "properties": {k: props.get(k) for k in ("run", "matrix_revision", "got_revision", "cells",
+                                                                   "skipped", "revision", "pytest_args")
+                                         if k in props}})
+        return found
+
+    def requests_of(self, bsid: int) -> list[dict]:
+        names = {v: k for k, v in self.builders.items()}
+        return [{"builder": names.get(r["builderid"]), "buildrequestid": r["buildrequestid"],
+                 "results": RESULT_NAMES.get(r["results"], r["results"]), "complete": r["complete"]}
+                for r in self.api.get(f"buildrequests?buildsetid={bsid}")["buildrequests"]]
+
+    def report_of(self, run) -> dict:
+        """What reports/<run>/ holds: the cells rows, the not-run section, the flame graphs."""
+        path = self.master / "reports" / str(run)
+        if not (path / "report.md").exists():
+            return {"present": False}
+        text = (path / "report.md").read_text()
+        matrix = load_matrix()
+        not_run = {}
+        if "## Not run" in text:
+            for line in text.split("## Not run", 1)[1].splitlines():
+                parts = [p.strip() for p in line.strip().strip("|").split("|")]
+                if len(parts) == 2 and parts[0] in matrix.cells:
+                    not_run[parts[0]] = parts[1]
+        rows = report_rows(text, list(matrix.cells))
+        return {"present": True, "rows": {c: r for c, r in rows.items() if r["status"] != "not run"},
+                "not_run_section": not_run,
+                "flamegraphs": sorted(str(p.relative_to(path)) for p in path.glob("*/seed-flamegraph.svg"))}
+
+    def results_tree(self) -> dict[str, list[str]]:
+        root = self.master / "results"
+        return {run.name: sorted(p.name for p in run.iterdir()) for run in sorted(root.iterdir())} \
+            if root.is_dir() else {}
+
+    def served(self, run) -> dict:
+        """The report as the master's web server serves it (<buildbot_url>reports/<run>/report.html)."""
+        url = f"{self.url}reports/{run}/report.html"
+        try:
+            with urllib.request.urlopen(url, timeout=30) as resp:
+                body = resp.read().decode(errors="replace")
+            return {"url": url, "status": resp.status, "title_ok": "<h1>cpython-perf results</h1>" in body}
+        except urllib.error.URLError as exc:
+            return {"url": url, "error": str(exc)}
+
+    def stop(self) -> list[str]:
+        stop(self.bin_dir, self.daemons, self.env, self.log)
+        return [str(p) for _, p in self.daemons if not _alive(p)]
+
+    def keep_logs(self, out: Path) -> None:
+        out.mkdir(parents=True, exist_ok=True)
+        if (self.master / "twistd.log").exists():
+            shutil.copy2(self.master / "twistd.log", out / "master-twistd.log")
+
+
 def run_local(venv: Path, root: Path, out: Path, event: str = "pull_request", select: str = "",
               pytest_args: str = DEFAULT_PYTEST_ARGS, timeout: float = 3 * 3600, log=_log) -> dict:
     """The whole proof; returns (and writes to out/summary.json) what happened."""
-    bin_dir = venv / "bin"
     matrix = load_matrix()
     cells = bbc.selected_cells(matrix, event, "", select)
-    nox = shutil.which("nox")
-    if not nox:
-        raise DriverError("nox is not on PATH: the workers' steps run `nox -s ...`")
-    master, workers_dir = root / "master", root / "workers"
-    pb, www = free_port(), free_port()
-    url = f"http://127.0.0.1:{www}/"
     names = ["local-worker-1", "local-worker-2"]
-    passwords = {n: secrets.token_hex(16) for n in names}
-    pw_env = {n: f"CPYTHON_PERF_BB_LOCAL_{i}" for i, n in enumerate(names, 1)}
-    env = {**os.environ, **{pw_env[n]: passwords[n] for n in names},
-           "PATH": os.pathsep.join([str(bin_dir), str(Path(nox).parent), os.environ.get("PATH", "")])}
-    started_daemons: list[tuple[str, Path]] = []
-    summary: dict = {"cells": cells, "event": event, "select": select, "pytest_args": pytest_args, "root": str(root),
-                     "ports": {"pb": pb, "www": www}, "workers": names, "buildbot": bbc.pins()}
+    fleet = Fleet(venv, root, [(n, "x86_64") for n in names], log=log)
+    summary: dict = {"scenario": "default", "cells": cells, "event": event, "select": select,
+                     "pytest_args": pytest_args, "root": str(root), "ports": {"pb": fleet.pb, "www": fleet.www},
+                     "workers": names, "buildbot": bbc.pins()}
     t0 = time.monotonic()
     try:
-        workers_dir.mkdir(parents=True, exist_ok=True)
-        created = _run([bin_dir / "buildbot", "create-master", "-r", "--config",
-                        PROJECT_ROOT / "buildbot" / "master.cfg", master], env=env, log=log)
-        if not (master / "buildbot.tac").exists():   # create-master exits 0 even when it failed
-            raise DriverError(f"buildbot create-master {master} failed:\n{created.stdout}{created.stderr}")
-        settings = {
-            "title": "cpython-perf (buildbot-local)",
-            "worker_port": f"tcp:{pb}:interface=127.0.0.1",
-            "www_port": f"tcp:{www}:interface=127.0.0.1",
-            "buildbot_url": url,
-            "source": {"path": str(PROJECT_ROOT)},
-            "nox": ["nox"],
-            "workers": [{"name": n, "arch": "x86_64", "password_env": pw_env[n], "max_builds": 1} for n in names],
-        }
-        (master / "settings.yaml").write_text(yaml.safe_dump(settings, sort_keys=False))
-        check = _run([bin_dir / "buildbot", "checkconfig", master], env=env, log=log)
-        summary["checkconfig"] = check.stdout.strip().splitlines()[-1]
-        _run([bin_dir / "buildbot", "start", master], env=env, log=log)
-        started_daemons.append(("buildbot", master))
-        for n in names:
-            _run([bin_dir / "buildbot-worker", "create-worker", "-r", "--keepalive", "60",
-                  workers_dir / n, f"127.0.0.1:{pb}", n, passwords[n]], env=env, log=log)
-            if not (workers_dir / n / "buildbot.tac").exists():
-                raise DriverError(f"buildbot-worker create-worker {workers_dir / n} failed")
-            _run([bin_dir / "buildbot-worker", "start", workers_dir / n], env=env, log=log)
-            started_daemons.append(("buildbot-worker", workers_dir / n))
-        api = Api(url)
-        wait_for("both workers to connect",
-                 lambda: all(w["connected_to"] for w in api.get("workers")["workers"] if w["name"] in names)
-                 and len([w for w in api.get("workers")["workers"] if w["name"] in names]) == 2, 120, log=log)
-        log(f"master {url} (pb {pb}), workers {', '.join(names)} connected")
-        builders = {b["name"]: b["builderid"] for b in api.get("builders")["builders"]}
+        fleet.start()
+        summary["checkconfig"] = fleet.checkconfig
         forced_at = time.time()
-        bsid, _ = api.rpc(f"forceschedulers/{bbc.FORCE_MATRIX}", "force", {
-            "builderid": str(builders[bbc.MATRIX_BUILDER]), "event": event, "labels": "", "select": select,
-            "pytest_args": pytest_args, "reason": "buildbot-local", "username": "buildbot-local <buildbot-local@example.org>"})
-        log(f"forced {bbc.MATRIX_BUILDER} (buildset {bsid}): cells {', '.join(cells)}")
-        last = [""]
-
-        builder_names = {v: k for k, v in builders.items()}
-        worker_names = {w["workerid"]: w["name"] for w in api.get("workers")["workers"]}
-
-        def done():
-            bs = api.get(f"buildsets/{bsid}")["buildsets"][0]
-            running = [f"{builder_names.get(b['builderid'])} on {worker_names.get(b['workerid'])}: {b['state_string']}"
-                       for b in api.get("builds?complete=false")["builds"]]
-            line = "; ".join(running)
-            if line != last[0]:
-                log(f"running: {line or '-'}")
-                last[0] = line
-            return bs["complete"]
-
-        wait_for("the matrix build", done, timeout, interval=10, log=log)
+        bsid = fleet.force_matrix(event, select, pytest_args)
+        fleet.wait_buildsets([bsid], timeout)
         summary["wall_seconds"] = round(time.time() - forced_at, 1)
-        summary.update(collect(api, builders, master, cells))
-        latest = master / "reports" / "latest"
+        summary.update(collect(fleet.api, fleet.builders, fleet.master, cells))
+        latest = fleet.master / "reports" / "latest"
         if latest.exists():   # the report the report builder uploaded, kept beside the summary
             # the report and the flame graphs, not the JUnit files (a report of this tree would read them again)
             shutil.copytree(latest, out / "report", dirs_exist_ok=True,
                             ignore=shutil.ignore_patterns("*.xml", "*.txt", "*.data"))
             summary["report"] = str((out / "report" / "report.md").resolve())
     finally:
-        stop(bin_dir, started_daemons, env, log)
+        summary["stopped"] = fleet.stop()
         summary["total_seconds"] = round(time.monotonic() - t0, 1)
-        summary["stopped"] = [str(p) for _, p in started_daemons if not _alive(p)]
         out.mkdir(parents=True, exist_ok=True)
         (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-        for name in ("twistd.log",):
-            if (master / name).exists():
-                shutil.copy2(master / name, out / f"master-{name}")
+        fleet.keep_logs(out)
+    return summary
+
+
+# --------------------------------------------------------------------------
+# scenarios (`run --scenario NAME`): the run-keyed results, offline workers and the run's one revision, for real
+
+SMOKE_SELECT = "cell:3.13-fp,cell:3.11-fp"
+SCENARIO_PYTEST_ARGS = "-k seed"     # each cell's conformance step kept to the seed checks (about a minute)
+SCENARIOS = ("overlap", "offline", "revision")
+
+
+def _cell_builds(builds: list[dict], run) -> dict[str, dict]:
+    matrix = load_matrix()
+    return {b["builder"]: b for b in builds
+            if b["builder"] in matrix.cells and str(b["properties"].get("run")) == str(run)}
+
+
+def _run_of(builds, bsid_requests) -> str | None:
+    ids = {r["buildrequestid"] for r in bsid_requests}
+    return next((str(b["properties"].get("run")) for b in builds if b["buildrequestid"] in ids), None)
+
+
+def _brief(build: dict) -> dict:
+    return {k: build[k] for k in ("builder", "number", "worker", "results", "started_at", "complete_at", "state")} | \
+        {"seconds": (build["complete_at"] - build["started_at"]) if build["complete_at"] else None,
+         **build["properties"]}
+
+
+def scenario_overlap(fleet: Fleet, pytest_args: str, timeout: float) -> dict:
+    """Two matrix runs forced at once (and a third of the second's selection, which collapses with it), and the
+    3.13-fp cell forced on its own while the first run's cells run: every run's uploads in its own
+    results/<run>/, each report made from its run only; the second matrix run starts when the first ended."""
+    fleet.start()
+    a = fleet.force_matrix(select=SMOKE_SELECT, pytest_args=pytest_args, reason="overlap A")
+    b = fleet.force_matrix(select="cell:3.11-fp", pytest_args=pytest_args, reason="overlap B")
+    c = fleet.force_matrix(select="cell:3.11-fp", pytest_args=pytest_args, reason="overlap C (collapses B)")
+    wait_for("run A's cells to start", lambda: any(
+        b_["builder"] in ("3.13-fp", "3.11-fp") for b_ in fleet.builds()), 600, 5, log=fleet.log)
+    solo = fleet.force_builder("3.13-fp", pytest_args=pytest_args)
+    fleet.wait_buildsets([a, b, c, solo], timeout)
+    builds = fleet.builds()
+    requests = {name: fleet.requests_of(bsid) for name, bsid in (("A", a), ("B", b), ("C", c), ("solo", solo))}
+    matrix_builds = {name: next((x for x in builds if x["buildrequestid"] in
+                                 {r["buildrequestid"] for r in reqs}), None)
+                     for name, reqs in requests.items() if name != "solo"}
+    runs = {name: (str(bld["properties"].get("run")) if bld else None) for name, bld in matrix_builds.items()}
+    solo_build = next((x for x in builds if x["buildrequestid"] in {r["buildrequestid"] for r in requests["solo"]}),
+                      None)
+    runs["solo"] = str(solo_build["properties"].get("run")) if solo_build else None
+    return {
+        "requests": requests,
+        "runs": runs,
+        "matrix_builds": {k: (_brief(v) if v else None) for k, v in matrix_builds.items()},
+        "cells_by_run": {name: {cell: _brief(bld) for cell, bld in _cell_builds(builds, run).items()}
+                         for name, run in runs.items() if run},
+        "results_tree": fleet.results_tree(),
+        "reports": {name: fleet.report_of(run) for name, run in runs.items() if run and name != "solo"},
+        "served": fleet.served(runs["A"]) if runs.get("A") else None,
+        "builds": [_brief(x) for x in builds],
+    }
+
+
+def scenario_offline(fleet: Fleet, pytest_args: str, timeout: float) -> dict:
+    """An aarch64 cell whose only worker (local-arm64, declared aarch64, paused so it takes nothing) is stopped
+    after the cells were triggered: its waiting request is cancelled after offline_grace and the report says
+    "not run: no connected worker"; then a second run of that cell, the worker still away: skipped before the
+    trigger."""
+    fleet.start()
+    arm = "local-arm64"
+    workerid = next(w["workerid"] for w in fleet.api.get("workers")["workers"] if w["name"] == arm)
+    fleet.api.rpc(f"workers/{workerid}", "pause", {"reason": "buildbot-local: takes no build, stopped mid-run"})
+    first = fleet.force_matrix(select=f"{SMOKE_SELECT},cell:3.13-fp-aarch64", pytest_args=pytest_args,
+                               reason="offline: worker stopped mid-run")
+    def aarch64_waiting():
+        return any(r["builderid"] == fleet.builders["3.13-fp-aarch64"]
+                   for r in fleet.api.get("buildrequests?complete=false")["buildrequests"])
+    wait_for("3.13-fp-aarch64's request", aarch64_waiting, 600, 2, log=fleet.log)
+    stopped_at = time.time()
+    fleet.log(f"stopping {arm} mid-run (its cell's request is waiting)")
+    fleet.stop_worker(arm)
+    fleet.wait_buildsets([first], timeout)
+    second = fleet.force_matrix(select="cell:3.13-fp-aarch64", pytest_args=pytest_args,
+                                reason="offline: worker away before the trigger")
+    fleet.wait_buildsets([second], timeout)
+    builds = fleet.builds()
+    out = {"stopped_worker": arm, "stopped_at": stopped_at}
+    for name, bsid in (("mid_run", first), ("before_trigger", second)):
+        matrix_build = next(x for x in builds if x["buildrequestid"] in
+                            {r["buildrequestid"] for r in fleet.requests_of(bsid)})
+        run = str(matrix_build["properties"]["run"])
+        aarch64_requests = [r for r in fleet.api.get("buildrequests")["buildrequests"]
+                            if r["builderid"] == fleet.builders["3.13-fp-aarch64"]]
+        out[name] = {"run": run, "matrix": _brief(matrix_build),
+                     "cells": {c: _brief(x) for c, x in _cell_builds(builds, run).items()},
+                     "skipped_json": json.loads((fleet.master / "results" / run / bbc.SKIPPED_FILE).read_text())
+                     if (fleet.master / "results" / run / bbc.SKIPPED_FILE).exists() else None,
+                     "report": fleet.report_of(run)}
+    out["aarch64_requests"] = [{"buildrequestid": r["buildrequestid"], "buildsetid": r["buildsetid"],
+                                "results": RESULT_NAMES.get(r["results"], r["results"]), "claimed": r["claimed"]}
+                               for r in aarch64_requests]
+    out["builds"] = [_brief(x) for x in builds]
+    return out
+
+
+def _git(*args, cwd: Path) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "buildbot-local", "GIT_AUTHOR_EMAIL": "buildbot-local@example.org",
+           "GIT_COMMITTER_NAME": "buildbot-local", "GIT_COMMITTER_EMAIL": "buildbot-local@example.org"}
+    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def source_repository(root: Path) -> tuple[Path, Path]:
+    """A bare repository (root/source.git, branch main) whose one commit is this tree as it is now, and a
+    clone of it (root/source-work) to land commits from."""
+    work, bare = root / "source-work", root / "source.git"
+    work.mkdir(parents=True)
+    excludes = [f"--exclude=./{e}" if "*" not in e else f"--exclude={e}" for e in bbc.COPY_EXCLUDES]
+    subprocess.run(f"tar -C {shlex.quote(str(PROJECT_ROOT))} {' '.join(excludes)} -cf - . | tar -C "
+                   f"{shlex.quote(str(work))} -xf -", shell=True, check=True)
+    _git("init", "-q", "-b", "main", cwd=work)
+    _git("add", "-A", cwd=work)
+    _git("commit", "-q", "-m", "cpython-perf as the buildbot-local run found it", cwd=work)
+    _git("clone", "-q", "--bare", str(work), str(bare), cwd=root)
+    _git("remote", "add", "bare", str(bare), cwd=work)
+    return bare, work
+
+
+def scenario_revision(fleet: Fleet, pytest_args: str, timeout: float) -> dict:
+    """A git source; one worker, so the two cells check out one after the other; a commit lands on the branch
+    after the first cell's checkout and before the second's: both build the revision `matrix` resolved."""
+    bare, work = Path(fleet.source["git"].removeprefix("file://")), fleet.root / "source-work"
+    first_head = _git("rev-parse", "HEAD", cwd=work)
+    fleet.start()
+    bsid = fleet.force_matrix(select=SMOKE_SELECT, pytest_args=pytest_args, reason="revision")
+    landed: dict = {}
+
+    def land_after_first_checkout():
+        if landed:
+            return
+        for build in fleet.builds():
+            if build["builder"] in ("3.13-fp", "3.11-fp") and any(
+                    s["name"] == "source" and s["complete_at"] for s in build["steps"]):
+                (work / "LANDED-BETWEEN-CHECKOUTS").write_text("a commit of the branch after the run began\n")
+                _git("add", "LANDED-BETWEEN-CHECKOUTS", cwd=work)
+                _git("commit", "-q", "-m", "lands between two cells' checkouts", cwd=work)
+                _git("push", "-q", "bare", "main", cwd=work)
+                landed.update(after=build["builder"], at=time.time(), head=_git("rev-parse", "HEAD", cwd=work))
+                fleet.log(f"landed {landed['head'][:12]} on main after {build['builder']}'s checkout")
+                return
+    fleet.wait_buildsets([bsid], timeout, while_waiting=land_after_first_checkout)
+    builds = fleet.builds()
+    matrix_build = next(x for x in builds if x["buildrequestid"] in
+                        {r["buildrequestid"] for r in fleet.requests_of(bsid)})
+    run = str(matrix_build["properties"]["run"])
+    cells = _cell_builds(builds, run)
+    checkouts = {}
+    for cell, build in cells.items():
+        source = next(s for s in build["steps"] if s["name"] == "source")
+        tree = fleet.workers_dir / build["worker"] / cell / "build"
+        checkouts[cell] = {"source_started_at": source["started_at"], "source_complete_at": source["complete_at"],
+                           "got_revision": build["properties"].get("got_revision"),
+                           "landed_file_in_checkout": (tree / "LANDED-BETWEEN-CHECKOUTS").exists()}
+    report = next((x for x in builds if x["builder"] == bbc.REPORT_BUILDER
+                   and str(x["properties"].get("run")) == run), None)
+    return {"first_head": first_head, "landed": landed, "branch_head_after": _git("rev-parse", "main", cwd=bare),
+            "run": run, "matrix": _brief(matrix_build), "matrix_revision": matrix_build["properties"].get(
+                "matrix_revision"), "checkouts": checkouts,
+            "cells": {c: _brief(x) for c, x in cells.items()},
+            "report_build": _brief(report) if report else None, "report": fleet.report_of(run),
+            "builds": [_brief(x) for x in builds]}
+
+
+def run_scenario(name: str, venv: Path, root: Path, out: Path, pytest_args: str = SCENARIO_PYTEST_ARGS,
+                 timeout: float = 3 * 3600, log=_log) -> dict:
+    x86 = [("local-worker-1", "x86_64"), ("local-worker-2", "x86_64")]
+    if name == "overlap":
+        fleet = Fleet(venv, root, x86, log=log)
+    elif name == "offline":
+        fleet = Fleet(venv, root, [*x86, ("local-arm64", "aarch64")], log=log,
+                      extra={"aarch64": "native", "offline_grace": 30})
+    elif name == "revision":
+        bare, _ = source_repository(root)
+        fleet = Fleet(venv, root, x86[:1], source={"git": f"file://{bare}", "branch": "main"}, log=log)
+    else:
+        raise DriverError(f"unknown scenario {name!r}: one of {', '.join(SCENARIOS)}")
+    summary: dict = {"scenario": name, "pytest_args": pytest_args, "root": str(root), "buildbot": bbc.pins(),
+                     "workers": fleet.workers}
+    t0 = time.monotonic()
+    try:
+        summary.update(globals()[f"scenario_{name}"](fleet, pytest_args, timeout))
+    finally:
+        summary["stopped"] = fleet.stop()
+        summary["total_seconds"] = round(time.monotonic() - t0, 1)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
+        fleet.keep_logs(out)
     return summary
 
 
@@ -307,7 +622,8 @@ def collect(api: Api, builders: dict[str, int], master: Path, cells: list[str]) 
         text = (latest / "report.md").read_text()
         result["report_rows"] = report_rows(text, cells)
         result["report_flamegraphs"] = sorted(str(p.relative_to(latest)) for p in latest.glob("*/seed-flamegraph.svg"))
-    result["master_results"] = sorted(str(p.relative_to(master)) for p in (master / "results").glob("*/*")) \
+    # results/<run>/<cell>/... (the run: the matrix build's number)
+    result["master_results"] = sorted(str(p.relative_to(master)) for p in (master / "results").glob("*/*/*")) \
         if (master / "results").exists() else []
     return result
 
@@ -328,6 +644,11 @@ def main(argv=None) -> int:
     p.add_argument("--pytest-args", default=DEFAULT_PYTEST_ARGS,
                    help=f"pytest arguments of each conformance-<cell> (default: {DEFAULT_PYTEST_ARGS})")
     p.add_argument("--timeout", type=float, default=3 * 3600)
+    p.add_argument("--scenario", choices=SCENARIOS, default=None,
+                   help="instead of the smoke run: overlap (two runs forced at once, a cell forced on its own), "
+                        "offline (a worker stopped mid-run, then away before a run), revision (a commit landing "
+                        "between two cells' checkouts); conformance steps with --pytest-args "
+                        f"(default for scenarios: {SCENARIO_PYTEST_ARGS!r})")
     args = parser.parse_args(argv)
     try:
         venv = ensure_venv(args.venv)
@@ -336,7 +657,11 @@ def main(argv=None) -> int:
             return 0
         root = args.root or Path(tempfile.mkdtemp(prefix="cpython-perf-buildbot-"))
         try:
-            summary = run_local(venv, root, args.out, args.event, args.select, args.pytest_args, args.timeout)
+            if args.scenario:
+                pytest_args = SCENARIO_PYTEST_ARGS if args.pytest_args == DEFAULT_PYTEST_ARGS else args.pytest_args
+                summary = run_scenario(args.scenario, venv, root, args.out, pytest_args, args.timeout)
+            else:
+                summary = run_local(venv, root, args.out, args.event, args.select, args.pytest_args, args.timeout)
         finally:
             if not args.keep and args.root is None:
                 shutil.rmtree(root, ignore_errors=True)
@@ -345,7 +670,11 @@ def main(argv=None) -> int:
         return 1
     for build in summary.get("builds", []):
         _log(f"{build['builder']} #{build['number']} on {build['worker']}: {build['results']} "
-             f"({build['complete_at'] - build['started_at'] if build['complete_at'] else '?'} s)")
+             f"({build['complete_at'] - build['started_at'] if build['complete_at'] else '?'} s)"
+             + (f" run {build['run']}" if build.get("run") else ""))
+    if args.scenario:
+        _log(f"scenario {args.scenario}: {summary['total_seconds']} s; summary in {args.out / 'summary.json'}")
+        return 0
     _log(f"conformance steps overlapped {summary.get('conformance_overlap_seconds')} s; "
          f"report rows: {json.dumps({c: r['status'] for c, r in summary.get('report_rows', {}).items()})}")
     return 0
