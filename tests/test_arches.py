@@ -63,7 +63,7 @@ def test_foreign_cell_without_a_host_cell_is_an_error(project_copy):
     edit(project_copy / "matrix.yaml",
          "      fp: {modes: [perf], arches: [x86_64, aarch64], vanilla: [x86_64]}\n"
          "      release: {modes: [perf_jit], arches: [x86_64, aarch64], vanilla: [x86_64], build_only: [i386]}\n"
-         "      O0: {modes: [perf, perf_jit]}\n  \"3.10\"",
+         "      O0: {modes: [perf, perf_jit]}\n      debug: {modes: [perf, perf_jit]}\n  \"3.10\"",
          "      fp: {modes: [perf], arches: [aarch64]}\n  \"3.10\"")
     with pytest.raises(MatrixError, match=r"3\.9-fp-aarch64 is cross-compiled.*no"):
         load_matrix(project_copy / "matrix.yaml")

@@ -48,8 +48,8 @@ def test_i386_cells_are_build_only_and_native():
 
 def test_an_arch_without_trampoline_cannot_be_checked_for_modes(project_copy):
     path = project_copy / "matrix.yaml"
-    edit(path, "      O0: {modes: [perf, perf_jit]}\n  \"3.10\"",
-         "      O0: {modes: [perf, perf_jit], arches: [x86_64, i386]}\n  \"3.10\"")
+    edit(path, "      O0: {modes: [perf, perf_jit]}\n      debug: {modes: [perf, perf_jit]}\n  \"3.10\"",
+         "      O0: {modes: [perf, perf_jit], arches: [x86_64, i386]}\n      debug: {modes: [perf, perf_jit]}\n  \"3.10\"")
     with pytest.raises(MatrixError, match=r"matrix\.yaml:\d+: i386 has no perf trampoline upstream.*"
                                           r"list it under build_only of 3\.9-O0"):
         load_matrix(path)
