@@ -128,15 +128,17 @@ def test_without_cap_ipc_lock_the_second_is_refused(cell, docker_client, tmp_pat
     pair = run_pair(docker_client, image, cap, False, tmp_path, event.event)
     print(summary(pair))
     numbers = facts(pair["b"])
+    paranoid = int(Path("/proc/sys/kernel/perf_event_paranoid").read_text())
     alone, held = containers.perf_mmap_refused(mlock_kb(), numbers["cpus"], numbers["rlimit_kb"],
-                                               numbers["buffer_kb"])
+                                               numbers["buffer_kb"], paranoid=paranoid)
     second, _ = containers.perf_mmap_refused(mlock_kb(), numbers["cpus"], numbers["rlimit_kb"],
-                                             numbers["buffer_kb"], held_pages=held)
+                                             numbers["buffer_kb"], held_pages=held, paranoid=paranoid)
     for key, value in {**numbers, "perf_event_mlock_kb": mlock_kb(), "a_exit": pair["a"].exit_code,
                        "b_exit": pair["b"].exit_code, "overlap_seconds": round(pair["overlap"], 1)}.items():
         record_property(key, value)
     if alone or not second:
-        pytest.skip(f"kernel.perf_event_mlock_kb={mlock_kb()}, {numbers['cpus']} CPUs, memlock "
+        pytest.skip(f"kernel.perf_event_paranoid={paranoid}, kernel.perf_event_mlock_kb={mlock_kb()}, "
+                    f"{numbers['cpus']} CPUs, memlock "
                     f"{numbers['rlimit_kb']} KiB, buffers of {numbers['buffer_kb']} KiB: two recordings "
                     + ("cannot even run one at a time" if alone else "fit side by side even without CAP_IPC_LOCK")
                     + f" ({summary(pair)})")

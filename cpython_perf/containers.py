@@ -149,18 +149,19 @@ def perf_capability(client, image: str, capabilities=PERF_CAPABILITIES, perf: st
 
 
 def perf_mmap_refused(mlock_kb: int, cpus: int, rlimit_kb: int, buffer_kb: int, held_pages: int = 0,
-                      page_kb: int = 4) -> tuple[bool, int]:
+                      page_kb: int = 4, paranoid: int = 2) -> tuple[bool, int]:
     """Whether the kernel refuses a recording's ring buffers without CAP_IPC_LOCK, and the pages of the
     per-user budget it then holds: perf_mmap_calc_limits of kernel/events/core.c, one mapping of
     buffer_kb + a page per CPU.  held_pages: the budget other recordings of the same user already hold
     (perf_event_mlock_kb per CPU in all); beyond it a mapping is charged to the process's pinned memory,
-    which RLIMIT_MEMLOCK (rlimit_kb) bounds."""
+    which RLIMIT_MEMLOCK (rlimit_kb) bounds.  With kernel.perf_event_paranoid at -1 the kernel enforces
+    neither limit (perf_is_paranoid() is false): nothing is refused."""
     user_limit = mlock_kb // page_kb * cpus
     user_locked, pinned = held_pages, 0
     for _ in range(cpus):
         pages = buffer_kb // page_kb + 1
         extra = max(0, min(user_locked, user_limit) + pages - user_limit)
-        if pinned + extra > rlimit_kb // page_kb:
+        if pinned + extra > rlimit_kb // page_kb and paranoid > -1:
             return True, user_locked - held_pages
         user_locked += pages - extra
         pinned += extra

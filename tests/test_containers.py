@@ -67,3 +67,5 @@ def test_perf_mmap_arithmetic_matches_what_was_seen_here():
     assert containers.perf_mmap_refused(516, 2, 8192, 512, held_pages=held)[0] is False
     # a bigger per-user budget (the sysctl raised) lets both through without the capability
     assert containers.perf_mmap_refused(16384, 2, 8192, 4096, held_pages=held)[0] is False
+    # kernel.perf_event_paranoid=-1: the kernel checks no locked-memory limit at all
+    assert containers.perf_mmap_refused(516, 2, 8192, 4096, held_pages=held, paranoid=-1)[0] is False
