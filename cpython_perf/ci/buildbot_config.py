@@ -138,40 +138,34 @@ MAIL_MODES = ("failing", "passing", "problem", "warnings", "exception", "change"
 _WORKER_KEYS = {"name", "arch", "password", "password_env", "password_file", "max_builds"}
 
 
-def _github_token(entry: dict, where: str, environ) -> str:
-    given = [k for k in ("token_env", "token_file") if k in entry]
+def _secret(entry: dict, where: str, environ, name: str, literal: bool) -> str:
+    """A secret given as <name>_env (an environment variable of the master), <name>_file, or (where literal)
+    <name> itself in the settings: exactly one of them."""
+    keys = [f"{name}_env", f"{name}_file"] + ([name] if literal else [])
+    given = [k for k in keys if k in entry]
     if len(given) != 1:
-        raise BuildbotConfigError(f"{where}: give exactly one of token_env (an environment variable of the master) "
-                                  f"or token_file, not {given or 'none'}")
-    if "token_env" in entry:
-        value = environ.get(str(entry["token_env"]))
+        raise BuildbotConfigError(f"{where}: give exactly one of {', '.join(keys)}, not {given or 'none'}")
+    key = given[0]
+    if key == f"{name}_env":
+        value = environ.get(str(entry[key]))
         if not value:
-            raise BuildbotConfigError(f"{where}: the environment variable {entry['token_env']} (token_env) is not "
-                                      "set in the master's environment")
+            raise BuildbotConfigError(f"{where}: the environment variable {entry[key]} ({key}) is not set in the "
+                                      "master's environment")
         return value
-    try:
-        return Path(entry["token_file"]).expanduser().read_text().strip()
-    except OSError as exc:
-        raise BuildbotConfigError(f"{where}: token_file: {exc}") from None
+    if key == f"{name}_file":
+        try:
+            return Path(entry[key]).expanduser().read_text().strip()
+        except OSError as exc:
+            raise BuildbotConfigError(f"{where}: {key}: {exc}") from None
+    return str(entry[key])
+
+
+def _github_token(entry: dict, where: str, environ) -> str:
+    return _secret(entry, where, environ, "token", literal=False)
 
 
 def _password(entry: dict, where: str, environ) -> str:
-    given = [k for k in ("password", "password_env", "password_file") if k in entry]
-    if len(given) != 1:
-        raise BuildbotConfigError(f"{where}: give exactly one of password_env (an environment variable), "
-                                  f"password_file or password, not {given or 'none'}")
-    if "password_env" in entry:
-        value = environ.get(str(entry["password_env"]))
-        if not value:
-            raise BuildbotConfigError(f"{where}: the environment variable {entry['password_env']} (password_env) "
-                                      "is not set in the master's environment")
-        return value
-    if "password_file" in entry:
-        try:
-            return Path(entry["password_file"]).expanduser().read_text().strip()
-        except OSError as exc:
-            raise BuildbotConfigError(f"{where}: password_file: {exc}") from None
-    return str(entry["password"])
+    return _secret(entry, where, environ, "password", literal=True)
 
 
 def parse_settings(data: dict, where: str = "settings", environ=None) -> Settings:
