@@ -1,0 +1,107 @@
+# requires: perf
+# fixes: patches/3.13/0020
+"""Every __init__ called by instantiating a class has its own py:: frame in a perf recording.
+
+From 3.12 the interpreter specializes `Obj(...)` for a Python class as
+CALL_ALLOC_AND_ENTER_INIT, which pushes __init__'s frame itself; 3.13.5 does
+so even while a PEP 523 evaluator (the perf trampoline) is set, so after the
+first call __init__ ran inline in its caller's loop, without a trampoline,
+and perf charged its samples to the caller.  Recorded with real perf (frame
+pointers, `perf record -g`, -X perf): make_many() instantiates Obj for a
+second, and nearly all of the work is in Obj.__init__.  Must hold: of the
+samples whose Python frames include py::make_many, at least 80% show
+py::Obj.__init__ directly inside it.  Exit 2 (cannot check) without perf,
+where the interpreter is not built with frame pointers (perf -g cannot walk
+its stack), and on 3.13's free-threaded build (which does not specialize).
+"""
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+
+from childcheck import finish, perf_script_samples
+
+CANNOT_CHECK = 2
+MIN_FRACTION = 0.8
+# before 3.11 there is no co_qualname: the map names code by co_name (patches/3.9/README.md)
+INIT = "Obj.__init__" if sys.version_info >= (3, 11) else "__init__"
+# the host's sampling event (cpython_perf.perf_event), passed by the suite's runner; none: perf's default
+EVENT = ["-e", os.environ["CPYTHON_PERF_EVENT"]] if os.environ.get("CPYTHON_PERF_EVENT") else []
+
+PROGRAM = r'''
+import time
+
+
+class Obj:
+    def __init__(self, n):
+        total = 0
+        for i in range(n):
+            total += i
+        self.total = total
+
+
+def make_many(deadline):
+    made = 0
+    while time.perf_counter() < deadline:
+        Obj(2000)
+        made += 1
+    return made
+
+
+print("made", make_many(time.perf_counter() + 1.0))
+'''
+
+
+def main():
+    if shutil.which("perf") is None:
+        print("cannot check: no perf here")
+        return CANNOT_CHECK
+    if "-fno-omit-frame-pointer" not in (sysconfig.get_config_var("CFLAGS") or ""):
+        print("cannot check: the interpreter is not built with frame pointers (perf -g needs them)")
+        return CANNOT_CHECK
+    if sys.version_info[:2] == (3, 13) and sysconfig.get_config_var("Py_GIL_DISABLED"):
+        # 3.13's free-threaded build does not specialize: __init__ always goes through the evaluator there
+        print("cannot check: 3.13's free-threaded build does not specialize calls (no CALL_ALLOC_AND_ENTER_INIT)")
+        return CANNOT_CHECK
+    workdir = tempfile.mkdtemp()
+    try:
+        prog = os.path.join(workdir, "instantiate.py")
+        with open(prog, "w") as fh:
+            fh.write(PROGRAM)
+        data = os.path.join(workdir, "perf.data")
+        rec = subprocess.run(["perf", "record", *EVENT, "-F", "999", "-g", "-o", data, "--",
+                              sys.executable, "-X", "perf", prog], capture_output=True, text=True, timeout=300)
+        if rec.returncode != 0 or not os.path.exists(data):
+            print(f"cannot check: perf record failed here ({rec.returncode}): {rec.stderr.strip()[-400:]}")
+            return CANNOT_CHECK
+        if "made" not in rec.stdout:
+            return finish([f"the program did not finish: {rec.stdout.strip()[-300:]} {rec.stderr.strip()[-600:]}"])
+        script = subprocess.run(["perf", "script", "-i", data, "-F", "ip,sym"], capture_output=True, text=True,
+                                timeout=300)
+        inside, with_init = 0, 0
+        for _header, stack in perf_script_samples(script.stdout):
+            py = [sym.split(":", 3)[2] for _ip, sym in stack if sym.startswith("py::")]
+            if "make_many" not in py:
+                continue
+            inside += 1
+            at = py.index("make_many")
+            if at > 0 and py[at - 1] == INIT:
+                with_init += 1
+        fraction = with_init / inside if inside else 0.0
+        print(f"samples inside py::make_many: {inside}; with py::{INIT} directly inside it: {with_init} "
+              f"({fraction:.0%})")
+        problems = []
+        if inside < 50:
+            problems.append(f"too few samples inside py::make_many ({inside})")
+        elif fraction < MIN_FRACTION:
+            problems.append(f"only {fraction:.0%} of the samples inside py::make_many show py::{INIT} "
+                            f"(at least {MIN_FRACTION:.0%} demanded): __init__ runs without its own trampoline")
+        return finish(problems)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
