@@ -44,24 +44,27 @@ def _number(text: str, pattern: str, where) -> int:
     return int(m.group(1))
 
 
-def test_readme_job_counts_are_the_plans(counts):
-    text = _flat(README)
-    assert _number(text, r"A pull request runs the smoke cells: (\d+) jobs", README) == counts["pr"]["jobs"]
-    assert _number(text, r"The whole matrix is (\d+) jobs", README) == counts["full"]["jobs"]
-    assert _number(text, r"The whole matrix is \d+ jobs \((\d+) cells", README) == counts["full"]["cells"]
-    assert _number(text, r"The whole matrix is \d+ jobs \(\d+ cells, (\d+) images\)", README) == counts["full"]["images"]
-    assert _number(text, r"\(`CPYTHON_PERF_AARCH64=qemu`\) (\d+) jobs", README) == counts["full_qemu"]["jobs"]
-    assert _number(text, r"\(`CPYTHON_PERF_AARCH64=qemu`\) \d+ jobs \((\d+) images\)", README) == counts["full_qemu"]["images"]
+# Each sentence that states a count of the plan: (document, pattern with the number as group 1, plan, count)
+COUNT_SENTENCES = [
+    (README, r"A pull request runs the smoke cells: (\d+) jobs", "pr", "jobs"),
+    (README, r"The whole matrix is (\d+) jobs", "full", "jobs"),
+    (README, r"The whole matrix is \d+ jobs \((\d+) cells", "full", "cells"),
+    (README, r"The whole matrix is \d+ jobs \(\d+ cells, (\d+) images\)", "full", "images"),
+    (README, r"\(`CPYTHON_PERF_AARCH64=qemu`\) (\d+) jobs", "full_qemu", "jobs"),
+    (README, r"\(`CPYTHON_PERF_AARCH64=qemu`\) \d+ jobs \((\d+) images\)", "full_qemu", "images"),
+    (CI_DOC, r"Today that is (\d+) jobs for a pull request", "pr", "jobs"),
+    (CI_DOC, r"and (\d+) for the whole matrix", "full", "jobs"),
+    (CI_DOC, r"for the whole matrix \((\d+) cells", "full", "cells"),
+    (CI_DOC, r"for the whole matrix \(\d+ cells, (\d+) images", "full", "images"),
+    (CI_DOC, r"`CPYTHON_PERF_AARCH64=qemu` (\d+) jobs", "full_qemu", "jobs"),
+    (CI_DOC, r"`CPYTHON_PERF_AARCH64=qemu` \d+ jobs, (\d+) images", "full_qemu", "images"),
+]
 
 
-def test_ci_doc_job_counts_are_the_plans(counts):
-    text = _flat(CI_DOC)
-    assert _number(text, r"Today that is (\d+) jobs for a pull request", CI_DOC) == counts["pr"]["jobs"]
-    assert _number(text, r"and (\d+) for the whole matrix", CI_DOC) == counts["full"]["jobs"]
-    assert _number(text, r"for the whole matrix \((\d+) cells", CI_DOC) == counts["full"]["cells"]
-    assert _number(text, r"for the whole matrix \(\d+ cells, (\d+) images", CI_DOC) == counts["full"]["images"]
-    assert _number(text, r"`CPYTHON_PERF_AARCH64=qemu` (\d+) jobs", CI_DOC) == counts["full_qemu"]["jobs"]
-    assert _number(text, r"`CPYTHON_PERF_AARCH64=qemu` \d+ jobs, (\d+) images", CI_DOC) == counts["full_qemu"]["images"]
+@pytest.mark.parametrize("document, pattern, plan, count", COUNT_SENTENCES,
+                         ids=[f"{d.name}:{p}:{c}:{i}" for i, (d, _, p, c) in enumerate(COUNT_SENTENCES)])
+def test_job_counts_in_the_docs_are_the_plans(counts, document, pattern, plan, count):
+    assert _number(_flat(document), pattern, document) == counts[plan][count]
 
 
 def test_builder_counts_are_the_masters(counts):

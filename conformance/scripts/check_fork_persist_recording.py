@@ -16,15 +16,12 @@ function the parent made after fork().  Five forks per recording.
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 
-from childcheck import finish, perf_script_samples
+from childcheck import finish, perf_record_program, perf_script_samples, perf_script_text
 
 CANNOT_CHECK = 2
-# the host's sampling event (cpython_perf.perf_event), passed by the suite's runner; none: perf's default
-EVENT = ["-e", os.environ["CPYTHON_PERF_EVENT"]] if os.environ.get("CPYTHON_PERF_EVENT") else []
 
 PROGRAM = r'''
 import ctypes, os, sys, time
@@ -63,12 +60,7 @@ def main():
         return CANNOT_CHECK
     workdir = tempfile.mkdtemp()
     try:
-        prog = os.path.join(workdir, "forking.py")
-        with open(prog, "w") as fh:
-            fh.write(PROGRAM)
-        data = os.path.join(workdir, "perf.data")
-        rec = subprocess.run(["perf", "record", *EVENT, "-F", "999", "-g", "-o", data, "--", sys.executable, prog],
-                             capture_output=True, text=True, timeout=300)
+        rec, data = perf_record_program(workdir, "forking.py", PROGRAM)
         if rec.returncode == 3:
             print(f"cannot check: {rec.stdout.strip()}")
             return CANNOT_CHECK
@@ -80,11 +72,9 @@ def main():
             print(f"the program did not finish: {rec.stdout.strip()[-300:]} {rec.stderr.strip()[-600:]}")
             return 1
         parent, children = int(found.group(1)), [int(p) for p in found.group(2).split()]
-        script = subprocess.run(["perf", "script", "-i", data, "-F", "pid,ip,sym"],
-                                capture_output=True, text=True, timeout=300)
         problems = []
         named_child, wrong = 0, []
-        for header, stack in perf_script_samples(script.stdout):
+        for header, stack in perf_script_samples(perf_script_text(data, "pid,ip,sym")):
             pid = int(header.split()[0])
             if pid not in children:
                 continue

@@ -16,19 +16,16 @@ its stack), and on 3.13's free-threaded build (which does not specialize).
 """
 import os
 import shutil
-import subprocess
 import sys
 import sysconfig
 import tempfile
 
-from childcheck import finish, perf_script_samples
+from childcheck import finish, perf_record_program, perf_script_samples, perf_script_text
 
 CANNOT_CHECK = 2
 MIN_FRACTION = 0.8
 # before 3.11 there is no co_qualname: the map names code by co_name (patches/3.9/README.md)
 INIT = "Obj.__init__" if sys.version_info >= (3, 11) else "__init__"
-# the host's sampling event (cpython_perf.perf_event), passed by the suite's runner; none: perf's default
-EVENT = ["-e", os.environ["CPYTHON_PERF_EVENT"]] if os.environ.get("CPYTHON_PERF_EVENT") else []
 
 PROGRAM = r'''
 import time
@@ -67,21 +64,14 @@ def main():
         return CANNOT_CHECK
     workdir = tempfile.mkdtemp()
     try:
-        prog = os.path.join(workdir, "instantiate.py")
-        with open(prog, "w") as fh:
-            fh.write(PROGRAM)
-        data = os.path.join(workdir, "perf.data")
-        rec = subprocess.run(["perf", "record", *EVENT, "-F", "999", "-g", "-o", data, "--",
-                              sys.executable, "-X", "perf", prog], capture_output=True, text=True, timeout=300)
+        rec, data = perf_record_program(workdir, "instantiate.py", PROGRAM, ["-X", "perf"])
         if rec.returncode != 0 or not os.path.exists(data):
             print(f"cannot check: perf record failed here ({rec.returncode}): {rec.stderr.strip()[-400:]}")
             return CANNOT_CHECK
         if "made" not in rec.stdout:
             return finish([f"the program did not finish: {rec.stdout.strip()[-300:]} {rec.stderr.strip()[-600:]}"])
-        script = subprocess.run(["perf", "script", "-i", data, "-F", "ip,sym"], capture_output=True, text=True,
-                                timeout=300)
         inside, with_init = 0, 0
-        for _header, stack in perf_script_samples(script.stdout):
+        for _header, stack in perf_script_samples(perf_script_text(data, "ip,sym")):
             py = [sym.split(":", 3)[2] for _ip, sym in stack if sym.startswith("py::")]
             if "make_many" not in py:
                 continue

@@ -160,6 +160,28 @@ set_extra.argtypes = [ctypes.py_object, ctypes.c_ssize_t, ctypes.c_void_p]
 '''
 
 
+# the host's sampling event (cpython_perf.perf_event), passed by the suite's runner; none: perf's default
+PERF_EVENT = ["-e", os.environ["CPYTHON_PERF_EVENT"]] if os.environ.get("CPYTHON_PERF_EVENT") else []
+
+
+def perf_record_program(workdir, name, program, python_args=()):
+    """Write program to workdir/name and run it under real perf (frame pointers: -g, 999 Hz, the suite's
+    event) with this interpreter: (the perf record process, the path of its perf.data)."""
+    prog = os.path.join(workdir, name)
+    with open(prog, "w") as fh:
+        fh.write(program)
+    data = os.path.join(workdir, "perf.data")
+    rec = subprocess.run(["perf", "record", *PERF_EVENT, "-F", "999", "-g", "-o", data, "--", sys.executable,
+                          *python_args, prog], capture_output=True, text=True, timeout=300)
+    return rec, data
+
+
+def perf_script_text(data, fields):
+    """`perf script` of a recording, with these fields (e.g. "pid,ip,sym")."""
+    return subprocess.run(["perf", "script", "-i", data, "-F", fields], capture_output=True, text=True,
+                          timeout=300).stdout
+
+
 def perf_script_samples(text):
     """The samples of `perf script` output as (header line, [(ip, symbol) of the call chain, leaf first])."""
     out, header, stack = [], None, []
