@@ -53,6 +53,15 @@ mode): works (passed) or does not work (skipped, or FAIL where the mode was
 expected) with the diagnosed reason, and a line per target summing up its
 check scripts.
 
+Distro lanes.  A deb lane (`nox -s deb-<suite>-<version>`, cpython_perf.distro.deb_build) writes
+results/deb/<lane>[-baseline][-release-grade]/: summary.json (its phases and their times, the checks of
+the installed packages, the regrtest comparison with the archive's packages, the problems found) and
+CPython's own regrtest JUnit of both package sets (regrtest-<image tag>-junit.xml).  Those JUnit files
+are not checks of a cell and never enter the cell tables: the lanes section reads them, with the
+summary, one row per lane run, and every lane of matrix.yaml `distros:` without results is "not run".
+A lane passed when its run reached the end with no problem; one with problems failed; one whose
+summary stops before the end did not finish (a failure too).  Failed lanes turn the verdict FAILED.
+
 Flame graphs.  Where results/<cell>/seed.perf-script.txt exists (the
 `perf script` output of the seed run with the cell's first perf mode, saved by
 conformance/test_seed_chain.py), the report renders results/<cell>/
@@ -82,6 +91,7 @@ from pathlib import Path
 from .matrix import DEFAULT_ARCH, PROJECT_ROOT, Cell, Matrix, load_matrix
 from .perf_runs import SEED_SCRIPT
 from .perf_samples import py_symbol
+from .regrtest import parse_junit as parse_regrtest_junit
 
 OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed")
 # A cell's status: ran (passed / failed / incomplete) or why it has no results
@@ -101,6 +111,9 @@ MISSING_IMAGES = "missing-images.txt"  # results/<cell>/: the images a selected 
 # (conformance/conftest.py not_applicable); its value is the fact the report checks against matrix.yaml.
 SKIP_EXPECTED = "skip_expected"
 CELL_JUNIT_DIR = "junit"   # results/junit/<cell>.xml: the report's consolidated JUnit file of each cell
+LANES_DIR = "deb"          # results/deb/<lane run>/: what a distro lane wrote (cpython_perf.distro.deb_build)
+LANE_SUMMARY = "summary.json"
+LANE_LOGS = ("build.log", "lintian-diff.txt", "checks.log")   # linked from the lane's row where present
 FLAME_GRAPH_NOTE = (
     "Seed flame graphs: the perf samples of each cell's seed run (results/<cell>/seed.perf-script.txt, its first "
     "perf mode, -X activation) collapsed and drawn by inferno (Debian's librust-inferno-dev, in the tools image); "
@@ -179,8 +192,10 @@ def parse_junit(path: Path) -> list[CaseResult]:
 
 def latest_results(results_dir: Path) -> list[CaseResult]:
     """The newest result of every testcase found in the JUnit files under results_dir (not the report's own)."""
-    own = Path(results_dir) / CELL_JUNIT_DIR
-    files = [p for p in sorted(Path(results_dir).glob("**/*.xml")) if p.is_file() and not p.is_relative_to(own)]
+    # the report's own output, and the lanes' regrtest files (read by lane_rows, not checks of a cell)
+    skipped = (Path(results_dir) / CELL_JUNIT_DIR, Path(results_dir) / LANES_DIR)
+    files = [p for p in sorted(Path(results_dir).glob("**/*.xml"))
+             if p.is_file() and not any(p.is_relative_to(d) for d in skipped)]
     newest: dict[tuple[str, str], CaseResult] = {}
     for path in files:
         try:
@@ -257,6 +272,7 @@ class Report:
     flamegraphs: dict[str, tuple[str | None, str]] = field(default_factory=dict)  # cell -> (svg path, note)
     retired: int = 0   # results of tests the suite no longer has, left out
     external: list[CaseResult] = field(default_factory=list)   # testcases of external targets
+    lanes: list["LaneRow"] = field(default_factory=list)       # distro lane runs and lanes not run
     matrix: Matrix | None = None
     results_dir: str = "results"     # the directory read, as the header names it
     plan: dict | None = None         # the run's plan (plan.json), where known
@@ -329,6 +345,11 @@ class Report:
             parts.append(f"{status['not run']} not run (no plan.json: selection unknown)")
             if status["image failed"]:
                 parts.append(f"{status['image failed']} image failed")
+        lanes = Counter(row.status for row in self.lanes)
+        if any(lanes[s] for s in LANE_RAN):
+            parts.append("distro lanes: " + ", ".join(f"{lanes[s]} {s}" for s in LANE_RAN if lanes[s]))
+            if (lanes["failed"] or lanes["did not finish"]) and word != "FAILED":
+                word = "FAILED"
         return f"{word}: " + "; ".join(parts)
 
     def twin(self, cell: str) -> tuple[str, str]:
@@ -422,6 +443,139 @@ def cell_files(results_dir: Path, cells) -> tuple[dict[str, list[str]], dict[str
         if found:
             scripts[cell] = [f"{cell}/{p.name}" for p in found]
     return missing, scripts
+
+
+# --------------------------------------------------------------------------
+# Distro lanes (cpython_perf.distro.deb_build)
+
+LANE_RAN = ("passed", "failed", "did not finish", "incomplete")   # a lane run's status; else "not run"
+LANE_COLUMNS = ("lane", "status", "package", "phases (s)", "installed packages", "CPython's regrtest",
+                "lintian", "logs")
+
+
+@dataclass
+class LaneRow:
+    name: str                 # the results directory: <lane>[-baseline][-release-grade]
+    status: str               # LANE_RAN or "not run"
+    note: str = ""            # the problems, or where the run stopped
+    package: str = ""         # source package and version, with what was added
+    phases: str = ""
+    checks: str = ""          # trampoline and frame pointer of the installed packages
+    regrtest: list[str] = field(default_factory=list)   # per regrtest JUnit file, and the comparison
+    lintian: str = ""
+    logs: list[str] = field(default_factory=list)       # paths relative to the results directory
+
+
+def _lane_of(name: str, lanes) -> str | None:
+    """The matrix lane a results directory belongs to: the longest lane name it starts with."""
+    matches = [lane for lane in lanes if name == lane or name.startswith(lane + "-")]
+    return max(matches, key=len) if matches else None
+
+
+def _lane_status(summary: dict) -> tuple[str, str]:
+    problems = summary.get("problems") or []
+    if problems:
+        return "failed", "; ".join(str(p) for p in problems)
+    if summary.get("result") != "ok":
+        phases = list((summary.get("phases") or {}))
+        return "did not finish", (f"the run stopped after its {phases[-1]} phase (see the logs)" if phases
+                                  else "the run stopped before its first phase ended")
+    if "problems" not in summary:
+        return "incomplete", "built; the installed packages were not checked (--no-checks)"
+    return "passed", ""
+
+
+def _regrtest_file_line(path: Path) -> str:
+    what = path.name[len("regrtest-"):-len("-junit.xml")]
+    try:
+        result = parse_regrtest_junit(path.read_text())
+    except (OSError, ET.ParseError) as exc:
+        return f"{what}: JUnit file unreadable ({_first_line(str(exc))})"
+    if not result.cases:
+        return f"{what}: no test case in its JUnit file (regrtest did not run: see its .txt output)"
+    return (f"{what}: {result.cases} cases, {len(result.failed_cases)} failed, {result.skipped_cases} skipped")
+
+
+def lane_rows(results_dir: Path, matrix: Matrix | None) -> list[LaneRow]:
+    """One row per lane run under results/deb/, then every lane of matrix.yaml without one ("not run")."""
+    root = Path(results_dir) / LANES_DIR
+    lanes = list(matrix.distros) if matrix is not None else []
+    rows: list[LaneRow] = []
+    seen: set[str] = set()
+    for run_dir in sorted(d for d in root.glob("*") if d.is_dir()) if root.is_dir() else []:
+        name = run_dir.name
+        seen.add(_lane_of(name, lanes) or name)
+        logs = [str(p.relative_to(results_dir)) for p in
+                [*(run_dir / n for n in LANE_LOGS), *sorted(run_dir.glob("regrtest-*.txt"))] if p.is_file()]
+        try:
+            summary = json.loads((run_dir / LANE_SUMMARY).read_text())
+            if not isinstance(summary, dict):
+                raise ValueError("not a JSON object")
+        except (OSError, ValueError) as exc:
+            rows.append(LaneRow(name, "did not finish", f"{LANE_SUMMARY} unreadable: {_first_line(str(exc))}",
+                                logs=logs))
+            continue
+        status, note = _lane_status(summary)
+        options = summary.get("options") or {}
+        added = ("the archive's package alone (baseline)" if options.get("with_series") is False
+                 else "with the series")
+        added += ", the archive's own build flags" if options.get("release_grade") else ""
+        package = f"{summary.get('source_package', '?')} {summary.get('package_version', '?')} {added}"
+        phases = ", ".join(f"{k} {v:.0f}" if isinstance(v, (int, float)) else f"{k} {v}"
+                           for k, v in (summary.get("phases") or {}).items())
+        built = (summary.get("checks") or {}).get("built") or {}
+        checks = ""
+        if built:
+            fp = built.get("frame_pointer") or {}
+            checks = (f"-X perf {'activates' if built.get('trampoline_active') else 'does NOT activate'} the "
+                      f"trampoline; frame pointer: " + (", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in fp.items())
+                                                       or "not found"))
+        regr = [_regrtest_file_line(p) for p in sorted(run_dir.glob("regrtest-*-junit.xml"))]
+        if (summary.get("regrtest") or {}).get("summary"):
+            regr.append("compared: " + summary["regrtest"]["summary"])
+        lint = summary.get("lintian") or {}
+        lintian = (f"{len(lint.get('new', []))} tags new against the archive's build, {len(lint.get('gone', []))} gone"
+                   if lint else "")
+        rows.append(LaneRow(name, status, note, package, phases, checks, regr, lintian, logs))
+    rows += [LaneRow(lane, "not run", "no results under " + f"{LANES_DIR}/{lane}/ (`nox -s deb-{lane}`)")
+             for lane in lanes if lane not in seen]
+    return rows
+
+
+def _lane_css(status: str) -> str:
+    return {"did not finish": "failed", "not run": "notrun"}.get(status, status)
+
+
+def render_lanes_markdown(report: Report) -> list[str]:
+    if not report.lanes:
+        return []
+    out = ["## Distro lanes", "", "Debian's own source packages with the series added, built with Debian's rules, "
+           "installed with apt and checked (`nox -s deb-<lane>`; results/deb/<lane>/).", "",
+           "| " + " | ".join(LANE_COLUMNS) + " |", "|" + " --- |" * len(LANE_COLUMNS)]
+    for row in report.lanes:
+        logs = ", ".join(f"[{Path(p).name}]({p})" for p in row.logs)
+        status = row.status + (f": {row.note}" if row.note else "")
+        out.append("| " + " | ".join(_md_escape(x) for x in (row.name, status, row.package, row.phases, row.checks,
+                                                             "; ".join(row.regrtest), row.lintian)) + f" | {logs} |")
+    return out + [""]
+
+
+def render_lanes_html(report: Report) -> str:
+    if not report.lanes:
+        return ""
+    e = html.escape
+    out = ["<h2>Distro lanes</h2><p>Debian's own source packages with the series added, built with Debian's "
+           "rules, installed with apt and checked (<code>nox -s deb-&lt;lane&gt;</code>; results/deb/&lt;lane&gt;/).</p>",
+           "<table class='details' id='lanes'><tr>" + "".join(f"<th>{e(c)}</th>" for c in LANE_COLUMNS) + "</tr>"]
+    for row in report.lanes:
+        status = e(row.status) + (f"<br><small>{e(row.note)}</small>" if row.note else "")
+        logs = " ".join(f"<a href='{e(p, quote=True)}'>{e(Path(p).name)}</a>" for p in row.logs)
+        out.append(f"<tr><td>{e(row.name)}</td><td class='{_lane_css(row.status)}'>{status}</td>"
+                   + "".join(f"<td>{e(x)}</td>" for x in (row.package, row.phases, row.checks))
+                   + "<td>" + "<br>".join(e(x) for x in row.regrtest) + f"</td><td>{e(row.lintian)}</td>"
+                   + f"<td>{logs}</td></tr>")
+    out.append("</table>")
+    return "\n".join(out)
 
 
 # --------------------------------------------------------------------------
@@ -616,7 +770,7 @@ def render_markdown(report: Report) -> str:
             out += ["", "Reasons:", ""] + [f"{i}. {_md_escape(n)}" for i, n in enumerate(notes, 1)]
     else:
         out.append("No cell results found.")
-    out += ["", *render_external_markdown(report), "## Details", ""]
+    out += ["", *render_lanes_markdown(report), *render_external_markdown(report), "## Details", ""]
     for cell in report.cells:
         results = report.grid.get(cell)
         if not results:
@@ -702,6 +856,7 @@ def render_html(report: Report) -> str:
             cells.append(f"<td class='{cls}'{title}>{text}</td>")
         out.append(f"<tr><td>{e(cell)}</td>{''.join(cells)}</tr>")
     out.append("</table></div>")
+    out.append(render_lanes_html(report))
     out.append(render_external_html(report))
     out.append("<h2>Details</h2>")
     for cell in report.cells:
@@ -838,6 +993,7 @@ def write_report(results_dir: Path, matrix: Matrix | None = None, renderer=None,
     report.retired = len(cases) - len(current)
     report.results_dir = str(results_dir.resolve())
     report.missing_images, report.perf_scripts = cell_files(results_dir, report.cells)
+    report.lanes = lane_rows(results_dir, matrix)
     report.flamegraphs = render_flamegraphs(results_dir, report.cells, renderer or default_renderer(matrix))
     results_dir.mkdir(parents=True, exist_ok=True)
     junit_dir = results_dir / CELL_JUNIT_DIR
