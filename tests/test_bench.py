@@ -180,8 +180,8 @@ def test_markdown_says_missed_where_a_target_is_missed():
     # fp vs release: geometric mean of 1.0101 and 1.0050 is within 2%
     assert "| 3.13-fp vs 3.13-release (fp vs release), inactive | 1.008 |" in text
     # identical samples on both sides: no verdict from them, and none for the geometric mean they enter
-    assert "| nbody | 300.0 ms | 300.0 ms | 1.000 | 0.0% / 0.0% | not significant here |" in text
-    assert "| **geometric mean** | | | **1.015** | | not significant here (1 of 2 workloads) |" in text
+    assert "| nbody | 300.0 ms | 300.0 ms | 1.000 | 0.0% / 0.0% | not significant |" in text
+    assert "| **geometric mean** | | | **1.015** | | not significant (1 of 2 workloads) |" in text
     assert "Scaled run" not in text
 
 
@@ -195,11 +195,11 @@ def test_wall_clock_verdict_only_where_the_t_test_resolves_it():
                                               "nbody": [[0.3, 0.3], [0.3, 0.3]]}
     text = wallclock.render_markdown(results)
     assert "MISSED" not in text and "| calls | 200.0 ms | 260.0 ms | 1.300 |" in text
-    assert "not significant here" in text
+    assert "not significant" in text
     assert bench.significant([1.0, 1.1, 0.9, 1.0], [2.0, 2.1, 1.9, 2.0])[0]
     assert not bench.significant([0.10, 0.30, 0.16, 0.24], [0.12, 0.42, 0.22, 0.30])[0]
     assert bench.timed_verdict(1.5, 1.01, [1.0, 1.0], [1.5, 1.5]).startswith("MISSED")
-    assert bench.timed_verdict(1.5, 1.01, [1.0], [1.5]) == "not significant here"
+    assert bench.timed_verdict(1.5, 1.01, [1.0], [1.5]) == "not significant"
 
 
 def test_wall_clock_verdict_needs_a_distance_to_the_target_beyond_the_spread():

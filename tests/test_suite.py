@@ -233,10 +233,10 @@ Geometric mean: 1.03x slower
 def test_compare_to_parsing():
     got = suite.parse_compare_to(COMPARE_TO)
     assert got["nbody"] == {"significant": True, "text": "3.13-fp_inactive 100 ms +- 1 ms -> 3.13-fp_perf 110 ms +- 1 ms: 1.10x slower"}
-    assert got["go"] == got["json_dumps"] == {"significant": False, "text": "not significant here"}
-    assert suite.parse_compare_to("Not significant!\n", ["nbody"]) == {"nbody": {"significant": False, "text": "not significant here"}}
+    assert got["go"] == got["json_dumps"] == {"significant": False, "text": "not significant"}
+    assert suite.parse_compare_to("Not significant!\n", ["nbody"]) == {"nbody": {"significant": False, "text": "not significant"}}
     assert suite.wallclock_summary(got, ["nbody", "go", "json_dumps"]).startswith("1 of 3 significant: nbody 3.13")
-    assert suite.wallclock_summary({"go": got["go"]}, ["go"]) == "not significant here (0 of 1)"
+    assert suite.wallclock_summary({"go": got["go"]}, ["go"]) == "not significant (0 of 1)"
 
 
 def test_pyperf_json_means(tmp_path):
@@ -306,7 +306,7 @@ def test_summary_table_sets_figures_beside_anchors_and_links_details(tmp_path):
     wall = [{"kind": "mode", "a": "3.13-fp:inactive", "b": "3.13-fp:perf", "text": COMPARE_TO,
              "verdicts": suite.parse_compare_to(COMPARE_TO)}]
     old = suite_results("2026-11-23T10:00:00Z", not_run=[{"kind": "variant", "a": "3.13-release:inactive",
-                                                           "b": "3.13-fp:inactive", "reason": "no image of 3.13-release here (not built)"}])
+                                                           "b": "3.13-fp:inactive", "reason": "no image of 3.13-release on the measuring host (not built)"}])
     (tmp_path / "suite-20261123T100000Z.json").write_text(json.dumps(old))
     new = suite_results("2026-11-23T16:00:00Z", wall=wall)
     new["instructions"]["timings"]["3.13-fp:perf"] = {"go": [[960.0]], "nbody": [[1000.0]]}
@@ -315,7 +315,7 @@ def test_summary_table_sets_figures_beside_anchors_and_links_details(tmp_path):
     lines = text.splitlines()
     assert lines[0] == "# Benchmarks: runtime overhead of the perf trampolines" and "do not edit by hand" in text
     table = [line for line in lines if line.startswith("| ")]
-    assert table[0].startswith("| comparison | metric | measured here (B/A) | wall clock (pyperf compare_to) | published anchor")
+    assert table[0].startswith("| comparison | metric | measured (B/A) | wall clock (pyperf compare_to) | published anchor")
     native = next(line for line in table if "3.13-fp: -X perf active vs inactive" in line)
     # the newest file wins: 1.2 and 1.0 -> geometric mean 1.0954
     assert "(#suite-20261123t160000z-3-13-fp-perf-vs-3-13-fp-inactive)" in native and "| 1.0954 (+9.54%) |" in native

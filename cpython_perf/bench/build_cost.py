@@ -93,7 +93,7 @@ def render_markdown(results: dict, source: str = "") -> str:
         "## Build cost",
         "",
         f"From {source or 'a build-cost run'} ({results['created']}; `python -m cpython_perf.bench build`). "
-        "Wall time on this machine: the cell image built with `--no-cache` (base image present), the same build "
+        "Wall time on the measuring host (see Machine): the cell image built with `--no-cache` (base image present), the same build "
         "again with nothing changed, and docker/build-cpython.sh run on the host over the same context.",
         "",
         "| cell | cold image build | no-change rebuild | same build on the host | host could not build |",

@@ -322,11 +322,11 @@ def significant(a, b) -> tuple[bool, float]:
     return abs(t) >= critical, t
 
 
-NOT_SIGNIFICANT = "not significant here"
+NOT_SIGNIFICANT = "not significant"
 
 
 def timed_verdict(value: float, limit: float | None, a, b) -> str:
-    """A wall-clock verdict only where the t-test resolves the difference: else "not significant here"."""
+    """A wall-clock verdict only where the t-test resolves the difference: else "not significant"."""
     if not significant(a, b)[0]:
         return NOT_SIGNIFICANT
     return verdict(value, limit)

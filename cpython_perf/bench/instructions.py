@@ -1,4 +1,4 @@
-"""Overhead as instruction counts (valgrind's cachegrind): what wall-clock timing on this machine cannot resolve.
+"""Overhead as instruction counts (valgrind's cachegrind): what wall-clock timing on a shared host cannot resolve.
 
 Wall-clock medians on this 2-core VM spread by 5-40% (interquartile range; BENCHMARKS.md's timing tables),
 so a 1% target can be neither met nor missed there.  An instruction count is close to deterministic:

@@ -18,7 +18,7 @@ fp vs release) and measures them on pyperformance's benchmark files, pinned in b
   configuration activates a trampoline;
 - wall clock (`--wallclock`): pyperf's own runs (`--fast`, worker processes, the mode activated by
   PYTHONPERFSUPPORT / PYTHON_PERF_JIT_SUPPORT, inherited by the workers), compared with
-  `pyperf compare_to`: its t-test decides whether a difference is significant on this machine.
+  `pyperf compare_to`: its t-test decides whether a difference is significant on the measuring host.
 
 Writes results/bench/suite-<UTC time>.json (rewritten after every measurement, "complete": false
 until the end) and refreshes BENCHMARKS.md.
@@ -517,7 +517,7 @@ def measure(matrix: Matrix, cells: list[Cell], *, config: SuiteConfig, only: lis
             lacking = sorted({comparison.a.cell.name, comparison.b.cell.name} & missing)
             if lacking:
                 not_run.append({"kind": comparison.kind, "a": comparison.a.key, "b": comparison.b.key,
-                                "reason": f"no image of {', '.join(lacking)} here (not built)"})
+                                "reason": f"no image of {', '.join(lacking)} on the measuring host (not built)"})
                 log(f"not run: {comparison.b.key} vs {comparison.a.key}: {not_run[-1]['reason']}")
         plan = [c for c in plan if not ({c.a.cell.name, c.b.cell.name} & missing)]
     if not plan and not not_run:
@@ -757,13 +757,13 @@ def instruction_verdict(value: float | None, limit: float | None) -> str:
 
 
 def wallclock_summary(verdicts: dict | None, names) -> str:
-    """pyperf compare_to over a comparison's benchmarks: what was significant, else 'not significant here'."""
+    """pyperf compare_to over a comparison's benchmarks: what was significant, else 'not significant'."""
     if not verdicts:
         return "not measured"
     shown = [n for n in names if n in verdicts] or list(verdicts)
     sig = [n for n in shown if verdicts[n]["significant"]]
     if not sig:
-        return f"not significant here (0 of {len(shown)})"
+        return f"not significant (0 of {len(shown)})"
     return f"{len(sig)} of {len(shown)} significant: " + "; ".join(f"{n} {verdicts[n]['text']}" for n in sig)
 
 
@@ -811,7 +811,7 @@ def render_markdown(results: dict, source: str = "", only: set | None = None) ->
         "Ratio B/A above 1: B executes more instructions; geometric mean over the benchmarks both sides ran.",
         "- Wall clock (where run): pyperf's own runs (`--fast`: worker processes, mode activated by "
         "PYTHONPERFSUPPORT / PYTHON_PERF_JIT_SUPPORT inherited by them), `pyperf compare_to` per comparison: a "
-        "difference is reported only where its t-test calls it significant, otherwise \"not significant here\".",
+        "difference is reported only where its t-test calls it significant, otherwise \"not significant\".",
     ]
     seconds = ins.get("seconds", {})
     counted = {k: len(v) for k, v in ins["timings"].items()}

@@ -134,13 +134,13 @@ def summary_table(directory: Path) -> list[str]:
         "## Summary",
         "",
         "Each figure of the standard suite (pyperformance's stdlib-only benchmarks) beside what the field has "
-        "published and the project's target. **Measured here** is an instruction count ratio B/A (cachegrind: "
-        "deterministic to about 0.01% here, so it resolves 1% targets; it does not see cache or branch effects); "
-        "**wall clock** is `pyperf compare_to` on this shared 2-core machine, given only where pyperf's t-test "
+        "published and the project's target. **Measured** is an instruction count ratio B/A (cachegrind: "
+        "deterministic to about 0.01% between runs, so it resolves 1% targets; it does not see cache or branch effects); "
+        "**wall clock** is `pyperf compare_to` on the measuring host (shared, 2 cores: see each run's Machine), given only where pyperf's t-test "
         "calls the difference significant. The published anchors are wall-clock figures on dedicated machines. "
         "Each comparison links its detail below.",
         "",
-        "| comparison | metric | measured here (B/A) | wall clock (pyperf compare_to) | published anchor | target | verdict |",
+        "| comparison | metric | measured (B/A) | wall clock (pyperf compare_to) | published anchor | target | verdict |",
         "| --- | --- | ---: | --- | --- | --- | --- |",
     ]
     order = {"vanilla": 0, "mode": 1, "variant": 2}

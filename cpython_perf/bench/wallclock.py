@@ -110,7 +110,7 @@ def render_markdown(results: dict, source: str = "") -> str:
 
     def row_verdict(entry, name, row):
         """A verdict only where the t-test finds a difference and the ratio's distance to the limit exceeds
-        both sides' spread (interquartile range / median): drift of this shared machine is not a verdict."""
+        both sides' spread (interquartile range / median): drift of a shared host is not a verdict."""
         found = timed_verdict(row["ratio"], row["limit"], samples(entry["a"], name), samples(entry["b"], name))
         if found in (NOT_SIGNIFICANT, "-"):
             return found
@@ -157,8 +157,8 @@ def render_markdown(results: dict, source: str = "") -> str:
         f"a backport's `-X MODE` ratios no worse than native {NATIVE_REFERENCE}'s on the same variant; "
         f"fp vs release within 2% in geometric mean (<= {VARIANT_LIMIT}).",
         "- A verdict only where Student's t-test (95%, as `pyperf compare_to`) finds the two sides' samples differ "
-        "and the ratio is farther from its target than either side's spread; elsewhere \"not significant here\": "
-        "this shared 2-core machine does not resolve the difference. "
+        "and the ratio is farther from its target than either side's spread; elsewhere \"not significant\": "
+        "the measuring host (shared, 2 cores) does not resolve the difference. "
         "The geometric mean gets a verdict only when every workload's difference is significant. "
         "The instruction counts (standard suite) are the figures that resolve the targets.",
         "",
