@@ -314,7 +314,7 @@ def test_summary_table_sets_figures_beside_anchors_and_links_details(tmp_path):
     text = summary.render(tmp_path)
     lines = text.splitlines()
     assert lines[0] == "# Benchmarks: runtime overhead of the perf trampolines" and "do not edit by hand" in text
-    table = [line for line in lines if line.startswith("| ")]
+    table = [line for line in lines[lines.index("## Summary"):] if line.startswith("| ")]
     assert table[0].startswith("| comparison | metric | measured (B/A) | wall clock (pyperf compare_to) | published anchor")
     native = next(line for line in table if "3.13-fp: -X perf active vs inactive" in line)
     # the newest file wins: 1.2 and 1.0 -> geometric mean 1.0954
@@ -350,3 +350,38 @@ def test_suite_command_line_errors(capsys):
     assert "unknown cell" in capsys.readouterr().err
     assert command.main(["suite", "--no-instructions"]) == 2
     assert "--no-instructions without --wallclock measures nothing" in capsys.readouterr().err
+
+
+def test_the_cost_table_puts_now_beside_before_and_upstream(tmp_path):
+    """BENCHMARKS.md leads with each patched cell's -X perf cost: now, on the previous build, and in CPython as
+    released (the vanilla twin), with the per-version targets."""
+    def run(created, image, perf_go):
+        results = suite_results(created, counts={
+            "3.13-fp:inactive": {"go": 1000.0, "nbody": 1000.0}, "3.13-fp:perf": {"go": perf_go, "nbody": 1010.0},
+            "3.13-fp-vanilla:inactive": {"go": 1000.0, "nbody": 1000.0},
+            "3.13-fp-vanilla:perf": {"go": 2000.0, "nbody": 1010.0},
+            "3.11-fp:inactive": {"go": 1000.0, "nbody": 1000.0}, "3.11-fp:perf": {"go": 1100.0, "nbody": 1000.0}},
+            planned=[{"kind": "mode", "a": "3.13-fp:inactive", "b": "3.13-fp:perf"},
+                     {"kind": "mode", "a": "3.13-fp-vanilla:inactive", "b": "3.13-fp-vanilla:perf"},
+                     {"kind": "mode", "a": "3.11-fp:inactive", "b": "3.11-fp:perf"}])
+        results["cells"]["3.13-fp-vanilla"] = dict(results["cells"]["3.13-fp"], vanilla=True)
+        results["cells"]["3.13-fp"]["image_id"] = image
+        return results
+    # the same build measured twice, then a new build: "before" is the newest run of another build
+    for created, image, go in [("2026-11-20T10:00:00Z", "sha256:old", 2000.0), ("2026-11-21T10:00:00Z", "sha256:old", 1990.0),
+                               ("2026-11-25T10:00:00Z", "sha256:new", 1200.0)]:
+        (tmp_path / f"suite-{created.replace('-', '').replace(':', '')}.json").write_text(json.dumps(run(created, image, go)))
+    rows = {(r["cell"], r["mode"]): r for r in summary.mode_costs(tmp_path)}
+    assert set(rows) == {("3.13-fp", "perf"), ("3.11-fp", "perf")}   # vanilla cells are upstream, not rows
+    native = rows[("3.13-fp", "perf")]
+    assert native["after"]["created"].startswith("2026-11-25") and native["before"]["created"].startswith("2026-11-21")
+    assert native["upstream"]["geomean"] == pytest.approx((2.0 * 1.01) ** 0.5)
+    assert rows[("3.11-fp", "perf")]["before"] is None   # the same build in every run
+    table = "\n".join(summary.cost_table(tmp_path))
+    line = next(x for x in table.splitlines() if x.startswith("| 3.13-fp | perf |"))
+    assert "| 1.421 (worst go 2.00x; 2026-11-25) |" in line and "| 1.418 (worst go 1.99x; 2026-11-21) |" in line
+    assert "**1.101 (worst go 1.20x; 2026-11-25)**" in line and line.endswith("| <= 1.15, <= 1.5x: met |")
+    line = next(x for x in table.splitlines() if x.startswith("| 3.11-fp | perf |"))
+    assert "no `-X perf` in CPython 3.11" in line and "MISSED (mean 1.049 > 1.1" not in line
+    assert line.endswith("| <= 1.1, <= 1.3x: met |")
+    assert summary.render(tmp_path).index("## What -X perf costs") < summary.render(tmp_path).index("## Summary")

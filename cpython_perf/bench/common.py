@@ -32,6 +32,9 @@ KINDS = ("mode", "vanilla", "variant")
 VANILLA_LIMIT = 1.01   # patched inactive / vanilla, each workload and the geometric mean
 VARIANT_LIMIT = 1.02   # fp / release, geometric mean
 NATIVE_REFERENCE = "3.13"   # a backport's mode ratio must be no worse than this version's
+# What `-X perf` / `-X perf_jit` may cost per version (instructions, active / inactive): the geometric mean of
+# the standard suite and the worst single benchmark.  Versions not listed have no target beyond the backport rule.
+MODE_COST_LIMITS = {"3.13": (1.15, 1.5), "3.11": (1.10, 1.3)}
 
 
 @dataclass(frozen=True)

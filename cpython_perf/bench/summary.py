@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..errors import DriverError
 from . import build_cost, fidelity, instructions, suite, wallclock
-from .common import KEPT_WORKLOADS, NATIVE_REFERENCE, RESULTS_DIR, SUMMARY, VANILLA_LIMIT, VARIANT_LIMIT, load_results, relative
+from .common import KEPT_WORKLOADS, MODE_COST_LIMITS, NATIVE_REFERENCE, RESULTS_DIR, SUMMARY, VANILLA_LIMIT, VARIANT_LIMIT, load_results, relative
 
 SECTION_GROUPS = (wallclock, instructions, fidelity, build_cost)   # after the standard suite's sections
 ARCHIVE_NAME = "BENCHMARKS-archive.md"   # beside BENCHMARKS.md: the standard suite's superseded runs
@@ -164,6 +164,79 @@ def summary_table(directory: Path) -> list[str]:
     return lines
 
 
+def _worst(entry: dict) -> tuple[str, float]:
+    name, data = max(entry["workloads"].items(), key=lambda item: item[1]["ratio"])
+    return name, data["ratio"]
+
+
+def mode_costs(directory: Path) -> list[dict]:
+    """Per patched cell and mode, what the trampoline costs now and what it cost before: the newest standard-suite
+    run that counted the mode (`after`), the newest earlier run that counted it on another build of the cell (its
+    image differs: `before`), and upstream's figure, the same mode on the cell's vanilla twin where CPython has it
+    (native versions).  Each figure: (geometric mean, worst benchmark, its ratio, run time)."""
+    runs: dict[tuple[str, str], list[dict]] = {}
+    for path in suite_files(directory):   # newest first
+        results = load_results(path)
+        for entry in suite.analyse_suite(results):
+            if entry["kind"] != "mode" or not entry["workloads"]:
+                continue
+            config = results["configurations"][entry["b"]]
+            cell = results["cells"][config["cell"]]
+            worst = _worst(entry)
+            runs.setdefault((config["cell"], config["label"]), []).append(
+                {"cell": cell, "geomean": entry["geomean"], "worst": worst[0], "worst_ratio": worst[1],
+                 "created": results["created"], "image_id": cell.get("image_id"), "n": len(entry["workloads"])})
+    rows = []
+    for (name, mode), found in runs.items():
+        after = found[0]
+        cell = after["cell"]
+        if cell["vanilla"]:
+            continue
+        before = next((run for run in found[1:] if run["image_id"] != after["image_id"]), None)
+        upstream = None
+        if cell["support"] == "native":
+            upstream = next((runs[key][0] for key in runs if key[1] == mode and runs[key][0]["cell"]["vanilla"]
+                             and all(runs[key][0]["cell"][k] == cell[k] for k in ("version", "variant", "arch"))), None)
+        rows.append({"cell": name, "mode": mode, "version": cell["version"], "support": cell["support"],
+                     "after": after, "before": before, "upstream": upstream,
+                     "limits": MODE_COST_LIMITS.get(cell["version"])})
+    return sorted(rows, key=lambda r: (-float(r["version"].replace("3.", "")), r["cell"], r["mode"]))
+
+
+def _cost(run: dict | None) -> str:
+    if run is None:
+        return "-"
+    return f"{run['geomean']:.3f} (worst {run['worst']} {run['worst_ratio']:.2f}x; {run['created'][:10]})"
+
+
+def cost_table(directory: Path) -> list[str]:
+    """BENCHMARKS.md's lead: what the trampoline costs per cell now, before, and in CPython as released."""
+    rows = mode_costs(directory)
+    if not rows:
+        return []
+    lines = ["## What -X perf costs, per cell: upstream, before, now", "",
+             "Instructions executed with the trampoline active divided by inactive (cachegrind, geometric mean of the "
+             "standard-suite benchmarks the run measured; the worst single benchmark beside it). **upstream**: the "
+             "same mode in the cell's vanilla twin, CPython as released (native versions only: older versions have "
+             "no trampoline). **before**: the newest earlier run on another build of the cell. **now**: the newest "
+             "run. Targets: " + "; ".join(f"{v}: geometric mean <= {g}, no benchmark above {w}x"
+                                           for v, (g, w) in MODE_COST_LIMITS.items()) + ".", "",
+             "| cell | mode | upstream | before | now | target |", "| --- | --- | --- | --- | --- | --- |"]
+    for row in rows:
+        upstream = (_cost(row["upstream"]) if row["support"] == "native"
+                    else f"no `-X perf` in CPython {row['version']}")
+        target = "-"
+        if row["limits"]:
+            mean, worst = row["limits"]
+            now = row["after"]
+            misses = [f"mean {now['geomean']:.3f} > {mean}"] if now["geomean"] > mean else []
+            misses += [f"{now['worst']} {now['worst_ratio']:.2f}x > {worst}x"] if now["worst_ratio"] > worst else []
+            target = f"<= {mean}, <= {worst}x: " + (f"MISSED ({'; '.join(misses)})" if misses else "met")
+        lines.append(f"| {row['cell']} | {row['mode']} | {upstream} | {_cost(row['before'])} | "
+                     f"**{_cost(row['after'])}** | {target} |")
+    return lines + [""]
+
+
 def newest_runs(directory: Path) -> tuple[dict[Path, set], dict[Path, set]]:
     """Per standard-suite results file, the comparisons (a, b) it is the newest run of (its instruction counts
     or its wall clock are the ones the summary shows), and those a newer file measured again (the archive's)."""
@@ -269,6 +342,7 @@ def render(directory: Path = RESULTS_DIR) -> str:
     current, _ = newest_runs(directory)
     parts = [_header("Benchmarks: runtime overhead of the perf trampolines",
                      f" Older runs of the same comparisons: [{ARCHIVE_NAME}]({ARCHIVE_NAME})."),
+             *(["\n".join(cost_table(directory))] if mode_costs(directory) else []),
              "\n".join(summary_table(directory)) + "\n"]
     lines = verdict(directory)
     if lines:
