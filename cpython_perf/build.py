@@ -28,10 +28,18 @@ def build_cell(cell: Cell, matrix: Matrix | None = None, log=print, base_mode: s
                     "inputs": known.digest, "how": how}
     inputs = images.cell_inputs(cell, matrix.base_suite, cache_dir, log, matrix)
     client = client or host.docker_client(log)
-    images.build_cell_image(client, inputs, matrix.base_suite, log, base_mode, no_cache, registry=registry)
+    images.build_cell_image(client, inputs, matrix.base_suite, log, base_mode, no_cache,
+                            pull=_puller(client, registry, log))
     seconds = time.monotonic() - started
     log(f"built {cell.image} in {seconds:.1f} s")
     return {"cell": cell.name, "image": cell.image, "seconds": seconds, "inputs": inputs.digest, "how": "built"}
+
+
+def _puller(client, registry: str | None, log):
+    """images.build_cell_image's pull: the published image of some inputs from registry (None: no registry)."""
+    if not registry:
+        return None
+    return lambda inputs: published.pull_published(client, inputs, registry, log)
 
 
 def _current_or_pulled(client, inputs: images.CellInputs, registry: str | None, log) -> str | None:
@@ -60,7 +68,7 @@ def ensure_cell_image(cell: Cell, matrix: Matrix | None = None, log=print, regis
         return cell.image
     inputs = images.cell_inputs(cell, matrix.base_suite, None, log, matrix)
     log(f"{cell.image} is missing or stale; building it")
-    images.build_cell_image(client, inputs, matrix.base_suite, log, registry=registry)
+    images.build_cell_image(client, inputs, matrix.base_suite, log, pull=_puller(client, registry, log))
     return cell.image
 
 

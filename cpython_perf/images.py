@@ -320,9 +320,10 @@ def prepare_context(inputs: CellInputs, ctx: Path) -> str:
 
 
 def build_cell_image(client, inputs: CellInputs, suite: str, log=print, base_mode: str | None = None,
-                     no_cache: bool = False, registry: str | None = None) -> str:
-    """Check the series applies, make sure the base exists, build and tag the cell image.  registry: where a
-    cross build's build Python image may be pulled from instead of built (cpython_perf.registry)."""
+                     no_cache: bool = False, pull=None) -> str:
+    """Check the series applies, make sure the base exists, build and tag the cell image.  pull: a function of
+    CellInputs that fetches the image of those inputs from a registry, True where it did (build.py's, with
+    cpython_perf.registry): a cross build's missing build Python image is pulled with it before it is built."""
     cell = inputs.cell
     applied = patches.check_series_applies(
         inputs.tarball, cell.recipe.srcdir, cell.additions, ADDITIONS_ROOT, cell.series
@@ -335,13 +336,9 @@ def build_cell_image(client, inputs: CellInputs, suite: str, log=print, base_mod
         ensure_base_image(client, suite, base_mode, log)   # host cells and cross builds run on the host's base
     if cell.foreign:
         # the build Python's image first (it is a stage of this build)
-        if not image_is_current(client, inputs.build_python):
-            from . import registry as published
-
-            if not (registry and published.pull_published(client, inputs.build_python, registry, log)):
-                log(f"{inputs.build_python.cell.image} (the build Python of {cell.name}) is missing or stale; "
-                    "building it")
-                build_cell_image(client, inputs.build_python, suite, log, base_mode, registry=registry)
+        if not image_is_current(client, inputs.build_python) and not (pull and pull(inputs.build_python)):
+            log(f"{inputs.build_python.cell.image} (the build Python of {cell.name}) is missing or stale; building it")
+            build_cell_image(client, inputs.build_python, suite, log, base_mode, pull=pull)
     if cell.arch != HOST_ARCH:
         # the arch's own base: what a foreign cell is installed on, what a native one (i386) is built in
         ensure_arch_base_image(client, suite, cell.arch, log)
