@@ -195,3 +195,24 @@ def test_build_without_a_registry_never_pulls(monkeypatch):
     monkeypatch.setattr(images, "build_cell_image", lambda *a, **k: seen.append("build"))
     assert build.build_cell(MATRIX.cell("3.13-fp"), MATRIX, log=lambda *_: None)["how"] == "built"
     assert seen == ["build"]
+
+
+def test_the_budget_counts_base_layers_once_and_extrapolates_by_kind():
+    """cpython_perf.ci.budget's arithmetic: a registry stores the base's layers once, a `docker save` file per
+    image carries them again; kinds are extrapolated by their measured means."""
+    from cpython_perf.ci import budget
+
+    measured = {
+        "cpython-perf-base:a": {"kind": "base", "save": 100, "layers": {"b": 120}},
+        "cpython-perf-tools:t": {"kind": "tools", "save": 300, "layers": {"b": 120, "t": 250}},
+        "cpython-perf:x": {"kind": "cell", "save": 200, "layers": {"b": 120, "x1": 10, "x2": 60}},
+        "cpython-perf:y": {"kind": "cell", "save": 220, "layers": {"b": 120, "y1": 90}},
+    }
+    summary = budget.summarize(measured, {"base": 2, "tools": 1, "cell": 10})
+    assert summary["measured"] == {"images": 4, "save_bytes": 820, "layer_bytes": 120 + 250 + 10 + 60 + 90}
+    assert summary["per_kind"]["cell"] == {"measured": 2, "mean_save_bytes": 210, "mean_own_layer_bytes": 80}
+    assert summary["extrapolated"] == {"save_bytes": 2 * 100 + 300 + 10 * 210, "layer_bytes": 2 * 120 + 250 + 10 * 80}
+    assert "| extrapolated to a full run (2 base, 1 tools, 10 cell) | 13 |" in budget.table(summary)
+    with pytest.raises(DriverError, match="no i386 image measured"):
+        budget.summarize(measured, {"i386": 1})
+    assert budget.plan_counts(MATRIX) == {"base": 3, "tools": 2, "cell": len(MATRIX.cells)}
