@@ -70,14 +70,17 @@ def local_registry(tmp_path_factory):
 
 @pytest.fixture
 def tags(docker_client):
-    """Tags a test makes; each removed afterwards (an image left without a tag goes with it), and any other
-    cpython-perf-regtest tag a failing test left."""
+    """Tags a test makes, and any other cpython-perf-regtest tag a failing test left: each is removed afterwards,
+    untagged only where the image has other tags (a real cell's image, pulled into a test tag, keeps its own),
+    deleted with it where it has none."""
     made: list[str] = []
     yield made
-    leftovers = [t for image in docker_client.images.list(name=TEST_REPOSITORY) for t in image.tags]
+    leftovers = [t for image in docker_client.images.list(name=TEST_REPOSITORY) for t in image.tags
+                 if t.startswith(f"{TEST_REPOSITORY}:")]
     for ref in [*reversed(made), *leftovers]:
+        assert not ref.startswith(("cpython-perf:", "cpython-perf-tools:", "cpython-perf-base:")), ref
         try:
-            docker_client.images.remove(ref, force=True)
+            docker_client.images.remove(ref)
         except Exception:
             pass
 
@@ -121,7 +124,7 @@ def test_push_then_pull_by_inputs_digest(docker_client, local_registry, tags, tm
     assert not docker_client.images.list(name=ref.rsplit(":", 1)[0]), "the push's own tag is left behind"
 
     # pull: the image is gone here; the published one is found by the checkout's inputs digest
-    docker_client.images.remove(local, force=True)
+    docker_client.images.remove(local)
     pulled_as = f"{TEST_REPOSITORY}:{CELL}-pulled"
     tags.append(pulled_as)
     said.clear()
@@ -271,3 +274,68 @@ def test_build_with_a_registry_uses_a_current_local_image_without_asking_it(tmp_
                           env=dict(os.environ, PYTHONPATH=str(PROJECT_ROOT)))
     assert done.returncode == 0, done.stderr
     assert f"cpython-perf:{CELL} is current (inputs {inputs.digest}); not pulling or building it" in done.stdout
+
+
+def built_here(client, name: str):
+    """The machine's current image of a cell, built here (its build cache present), or skip saying why."""
+    import docker.errors
+
+    cell = MATRIX.cell(name)
+    try:
+        image = client.images.get(cell.image)
+    except docker.errors.ImageNotFound:
+        pytest.skip(f"{cell.image} does not exist here (build it first); this test only reads it")
+    if not images.image_is_current(client, cell_inputs(name)):
+        pytest.skip(f"{cell.image} is not current here (build it first); this test only reads it")
+    return image
+
+
+def test_a_real_cell_image_round_trips_through_push_and_pull(docker_client, local_registry, tags):
+    """`python -m cpython_perf push` of a real cell image, as a user runs it, then the driver's pull of the
+    published tag into a test tag: the same image, found by the checkout's inputs digest."""
+    image = built_here(docker_client, CELL)
+    where = f"{local_registry}/real"
+    done = subprocess.run([sys.executable, "-m", "cpython_perf", "push", CELL, "--registry", where],
+                          cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900,
+                          env=dict(os.environ, PYTHONPATH=str(PROJECT_ROOT)))
+    assert done.returncode == 0, done.stderr
+    inputs = cell_inputs()
+    assert done.stdout.splitlines()[-1].startswith(f"{where}/cpython-perf@sha256:"), done.stdout
+    assert registry_tags(local_registry, "real/cpython-perf") == [f"{CELL}-{inputs.digest}"]
+    assert docker_client.images.get(MATRIX.cell(CELL).image).id == image.id, "push changed the cell's image"
+    local = f"{TEST_REPOSITORY}:{CELL}-real"
+    tags.append(local)
+    said: list[str] = []
+    assert registry.pull_published(docker_client, inputs, where, said.append, local=local) is True
+    assert said == [f"pulled {registry.published_ref(where, CELL, inputs.digest)} (inputs {inputs.digest}) "
+                    "instead of building"]
+    assert docker_client.images.get(local).id == image.id
+
+
+def test_a_real_cell_build_carries_the_build_labels_and_keeps_its_layers(docker_client, tags):
+    """The driver's build of a real cell from its build cache (its image was built here): the build-time labels
+    are added, the inputs label is the digest, and the layers are the image's own: a new revision label
+    rebuilds nothing."""
+    import tempfile
+
+    from cpython_perf.errors import SourceUnavailable
+
+    image = built_here(docker_client, CELL)
+    if not image.attrs.get("Parent"):
+        pytest.skip(f"{image.tags[0]} was not built here (no build cache): this would be a full build")
+    try:
+        inputs = images.cell_inputs(MATRIX.cell(CELL), MATRIX.base_suite, log=lambda *_: None, matrix=MATRIX)
+    except SourceUnavailable as exc:
+        pytest.skip(f"the cell's source cannot be had here: {exc}")
+    labels = images.build_labels(inputs, {"GITHUB_SERVER_URL": "https://example.org", "GITHUB_REPOSITORY": "o/p",
+                                          "GITHUB_SHA": "b" * 40})
+    tag = f"{TEST_REPOSITORY}:{CELL}-labels"
+    tags.append(tag)
+    with tempfile.TemporaryDirectory(prefix="cpython-perf-regtest-") as ctx:
+        images.prepare_context(inputs, Path(ctx))
+        images._docker_build(docker_client, Path(ctx), tag, lambda *_: None, labels=labels)
+    built = docker_client.images.get(tag)
+    assert built.labels[images.INPUTS_LABEL] == inputs.digest
+    assert {k: built.labels[k] for k in labels} == labels
+    assert built.labels[images.SERIES_LABEL] == images.series_digest(MATRIX.cell(CELL))
+    assert built.attrs["RootFS"]["Layers"] == image.attrs["RootFS"]["Layers"]
