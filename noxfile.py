@@ -8,6 +8,7 @@
   nox -s profile -- 3.13-fp -- script.py ARGS   your program under real perf, outputs in ./perf-profile/
   nox -s doctor               can this machine run the default job? (each problem with its fix)
   nox -s pin -- --check       list the recipes' pins that python.org has a newer release of
+  nox -s push -- 3.13-fp --registry 127.0.0.1:5000/cpython-perf   publish a cell's image under its inputs digest
   nox -s x86_64               build and check every x86_64 cell (the whole host matrix; not in CI)
   nox -s aarch64              build and check every aarch64 cell (cross builds, qemu-user, qemu-system guests)
   nox -s i386                 build and check the build-only i386 cells (native, no trampoline: no perf)
@@ -103,6 +104,15 @@ def pin(session):
     _install(session)
     _install_signature_checker(session)
     _driver(session, "pin", *session.posargs)
+
+
+@nox.session(default=False)
+def push(session):
+    """Publish a cell's current image in a registry as <registry>/cpython-perf:<cell>-<inputs digest>, where
+    `build-<cell> -- --registry REF` finds it: nox -s push -- 3.13-fp --registry 127.0.0.1:5000/cpython-perf
+    (or $CPYTHON_PERF_REGISTRY; cpython_perf/registry.py)."""
+    _install(session)
+    _driver(session, "push", *session.posargs)
 
 
 @nox.session(default=False)

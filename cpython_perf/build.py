@@ -6,37 +6,78 @@ import time
 from pathlib import Path
 
 from . import host, images
+from . import registry as published
 from .matrix import Cell, Matrix, load_matrix
 
 
 def build_cell(cell: Cell, matrix: Matrix | None = None, log=print, base_mode: str | None = None,
-               cache_dir: Path | None = None, no_cache: bool = False) -> dict:
-    """Fetch, check, and build the cell's image; return timings and the tag."""
+               cache_dir: Path | None = None, no_cache: bool = False, registry: str | None = None) -> dict:
+    """Fetch, check, and build the cell's image; return timings, the tag and how it was had (`how`).
+
+    With a registry (cpython_perf.registry) and without no_cache: a current local image is used as it is, else
+    the image published for the cell's inputs is pulled; only where neither is had does it build."""
     matrix = matrix or load_matrix()
     started = time.monotonic()
+    client = None
+    if registry and not no_cache:
+        client = host.docker_client(log)
+        known = images.cell_inputs(cell, matrix.base_suite, cache_dir, log, matrix, fetch=False)
+        how = _current_or_pulled(client, known, registry, log)
+        if how:
+            return {"cell": cell.name, "image": cell.image, "seconds": time.monotonic() - started,
+                    "inputs": known.digest, "how": how}
     inputs = images.cell_inputs(cell, matrix.base_suite, cache_dir, log, matrix)
-    client = host.docker_client(log)
-    images.build_cell_image(client, inputs, matrix.base_suite, log, base_mode, no_cache)
+    client = client or host.docker_client(log)
+    images.build_cell_image(client, inputs, matrix.base_suite, log, base_mode, no_cache,
+                            pull=_puller(client, registry, log))
     seconds = time.monotonic() - started
     log(f"built {cell.image} in {seconds:.1f} s")
-    return {"cell": cell.name, "image": cell.image, "seconds": seconds, "inputs": inputs.digest}
+    return {"cell": cell.name, "image": cell.image, "seconds": seconds, "inputs": inputs.digest, "how": "built"}
 
 
-def ensure_cell_image(cell: Cell, matrix: Matrix | None = None, log=print) -> str:
-    """The cell's image tag, building it first unless an image of the same inputs exists.
+def _puller(client, registry: str | None, log):
+    """images.build_cell_image's pull: the published image of some inputs from registry (None: no registry)."""
+    if not registry:
+        return None
+    return lambda inputs: published.pull_published(client, inputs, registry, log)
+
+
+def _current_or_pulled(client, inputs: images.CellInputs, registry: str | None, log) -> str | None:
+    """`current` where the local image carries inputs' digest, `pulled` where the registry had it, else None."""
+    if images.image_is_current(client, inputs):
+        log(f"{inputs.cell.image} is current (inputs {inputs.digest}); not pulling or building it")
+        return "current"
+    if registry and published.pull_published(client, inputs, registry, log):
+        return "pulled"
+    return None
+
+
+def ensure_cell_image(cell: Cell, matrix: Matrix | None = None, log=print, registry: str | None = None) -> str:
+    """The cell's image tag, building it first unless an image of the same inputs exists here or, with a
+    registry (default: $CPYTHON_PERF_REGISTRY, where set), is published there.
 
     The inputs digest takes the source tarball by its pinned sha256, so an image whose label carries that
     digest is trusted as it is, without fetching the source (a CI cell job loads the image its image job
     built; python.org being unreachable then changes nothing).  Only a build fetches."""
     matrix = matrix or load_matrix()
+    registry = registry or published.configured_registry()
     client = host.docker_client(log)
-    if images.image_is_current(client, images.cell_inputs(cell, matrix.base_suite, None, log, matrix,
-                                                          fetch=False)):
+    known = images.cell_inputs(cell, matrix.base_suite, None, log, matrix, fetch=False)
+    if images.image_is_current(client, known) or (
+            registry and published.pull_published(client, known, registry, log)):
         return cell.image
     inputs = images.cell_inputs(cell, matrix.base_suite, None, log, matrix)
     log(f"{cell.image} is missing or stale; building it")
-    images.build_cell_image(client, inputs, matrix.base_suite, log)
+    images.build_cell_image(client, inputs, matrix.base_suite, log, pull=_puller(client, registry, log))
     return cell.image
+
+
+def push_cell(cell: Cell, registry: str, matrix: Matrix | None = None, log=print) -> str:
+    """Publish the cell's current image in registry under its inputs digest (cpython_perf.registry); the
+    `<repository>@<manifest digest>` pushed.  No source is fetched: the digest is computed as the plan does."""
+    matrix = matrix or load_matrix()
+    inputs = images.cell_inputs(cell, matrix.base_suite, None, log, matrix, fetch=False)
+    return published.push_published(host.docker_client(log), inputs, registry, log)
 
 
 def rendered_dockerfile(cell: Cell, matrix: Matrix | None = None) -> str:

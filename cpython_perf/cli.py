@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from . import build, host, images, patches, pins, profile, progress, sources
+from . import registry as published
 from .ci import plan as ci_plan
 from .errors import DriverError
 from .matrix import HOST_ARCH, KNOWN_ARCHES, load_matrix
@@ -48,6 +49,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-cache", action="store_true", help="rebuild every layer of the cell image")
     p.add_argument("--if-stale", action="store_true",
                    help="build only if no image of the same inputs digest exists (a CI worker's build step)")
+    p.add_argument("--registry", default=None, metavar="REF",
+                   help="an image registry, host[:port][/path] (default: $CPYTHON_PERF_REGISTRY, else none): use a "
+                        "current local image, else pull the one published for the cell's inputs digest, and build "
+                        "only where neither is had (cpython_perf/registry.py)")
+    p = sub.add_parser("push", help="publish a cell's current image in a registry as "
+                                    "<registry>/cpython-perf:<cell>-<inputs digest>")
+    p.add_argument("cell")
+    p.add_argument("--registry", default=None, metavar="REF",
+                   help=f"host[:port][/path], e.g. {published.EXAMPLE} (default: $CPYTHON_PERF_REGISTRY)")
     p = sub.add_parser("base-image", help="create the base image if it does not exist", parents=[loud])
     p.add_argument("--mode", choices=images.BASE_MODES, default=None)
     p.add_argument("--arch", choices=KNOWN_ARCHES, default=HOST_ARCH,
@@ -117,10 +127,20 @@ def main(argv: list[str] | None = None) -> int:
             path = sources.fetch_source(cell.recipe, log=_log)
             print(path)
         elif args.command == "build" and args.if_stale and not args.no_cache:
-            build.ensure_cell_image(matrix.cell(args.cell), matrix, _log)
-            _log(f"{matrix.cell(args.cell).image} is current")
+            cell = matrix.cell(args.cell)
+            build.ensure_cell_image(cell, matrix, _log, published.configured_registry(args.registry))
+            _log(f"{cell.image} is current")
         elif args.command == "build":
-            build.build_cell(matrix.cell(args.cell), matrix, _log, args.base_mode, no_cache=args.no_cache)
+            cell = matrix.cell(args.cell)
+            build.build_cell(cell, matrix, _log, args.base_mode, no_cache=args.no_cache,
+                             registry=published.configured_registry(args.registry))
+        elif args.command == "push":
+            cell = matrix.cell(args.cell)
+            registry = published.configured_registry(args.registry)
+            if registry is None:
+                raise DriverError(f"push needs a registry: --registry REF or ${published.REGISTRY_ENV} "
+                                  f"(e.g. {published.EXAMPLE})")
+            print(build.push_cell(cell, registry, matrix, _log))
         elif args.command == "base-image":
             client = host.docker_client(_log)
             print(images.ensure_base_image(client, matrix.base_suite, args.mode, _log) if args.arch == HOST_ARCH

@@ -16,7 +16,11 @@ and its cells are built inside it like the host's (docker/cell.Dockerfile.j2).
 Cell images are tagged cpython-perf:<cell> only when `docker build` succeeds,
 and carry a label with the digest of every input (Dockerfile, build script,
 tarball hash, patches, additions), so a stale image is never taken for the
-current one.
+current one.  Labels that describe the build rather than its inputs (the
+project's repository, its git revision: build_labels) are given to `docker
+build` beside the Dockerfile, never rendered into it, so that a new commit
+which changes no input keeps the digest, and an image pulled from a registry
+(cpython_perf.registry) says which revision built it.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
@@ -36,6 +41,16 @@ from .matrix import ARCH_FACTS, HOST_ARCH, PROJECT_ROOT, Cell, Matrix, cannot_bu
 BASE_MODE_ENV = "CPYTHON_PERF_BASE_MODE"
 BASE_MODES = ("auto", "registry", "bootstrap")
 INPUTS_LABEL = "org.cpython-perf.inputs"
+# Build-time labels (build_labels): OCI's annotations of where the image comes from, and what CPython source
+# and patch series are inside
+SOURCE_LABEL = "org.opencontainers.image.source"
+REVISION_LABEL = "org.opencontainers.image.revision"
+CPYTHON_URL_LABEL = "org.cpython-perf.cpython.url"
+CPYTHON_SHA256_LABEL = "org.cpython-perf.cpython.sha256"
+SERIES_LABEL = "org.cpython-perf.series.sha256"
+# The project's repository URL for SOURCE_LABEL; where unset, GitHub Actions' $GITHUB_SERVER_URL/$GITHUB_REPOSITORY,
+# and where neither is set the label is left out (the driver names no repository host of its own)
+SOURCE_ENV = "CPYTHON_PERF_IMAGE_SOURCE"
 ADDITIONS_ROOT = PROJECT_ROOT / "Python-additions"
 
 
@@ -216,6 +231,64 @@ def cell_inputs(cell: Cell, suite: str, cache_dir: Path | None = None, log=print
     return inputs
 
 
+def series_digest(cell: Cell) -> str | None:
+    """The sha256 of a cell's patch series as `sha256sum series $(sed 's/#.*//' series) | sha256sum` computes it
+    in the series' directory: the series file, then each patch it names, in order.  None: a cell without one."""
+    if not cell.series:
+        return None
+    lines = [f"{hashlib.sha256(cell.series.read_bytes()).hexdigest()}  series\n"]
+    lines += [f"{hashlib.sha256(p.path.read_bytes()).hexdigest()}  {p.name}\n" for p in patches.read_series(cell.series)]
+    return hashlib.sha256("".join(lines).encode()).hexdigest()
+
+
+def project_source(environ=None) -> str | None:
+    """The project's repository URL (SOURCE_LABEL): $CPYTHON_PERF_IMAGE_SOURCE, or GitHub Actions' repository."""
+    environ = os.environ if environ is None else environ
+    if environ.get(SOURCE_ENV, "").strip():
+        return environ[SOURCE_ENV].strip()
+    server, repository = environ.get("GITHUB_SERVER_URL", ""), environ.get("GITHUB_REPOSITORY", "")
+    return f"{server.rstrip('/')}/{repository}" if server and repository else None
+
+
+def project_revision(environ=None, root: Path = PROJECT_ROOT) -> str | None:
+    """The git revision the image is built from (REVISION_LABEL): GitHub Actions' $GITHUB_SHA, or the checkout's
+    HEAD, with `-dirty` appended (as `git describe --dirty` does) where tracked files differ from it.  None where
+    neither is known (no git, not a checkout)."""
+    environ = os.environ if environ is None else environ
+    if environ.get("GITHUB_SHA", "").strip():
+        return environ["GITHUB_SHA"].strip()
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--verify", "-q", "HEAD"], capture_output=True,
+                              text=True, timeout=30)
+        if head.returncode != 0 or not head.stdout.strip():
+            return None
+        status = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    dirty = "-dirty" if status.returncode != 0 or status.stdout.strip() else ""
+    return head.stdout.strip() + dirty
+
+
+def build_labels(inputs: CellInputs, environ=None, revision: str | None = None) -> dict[str, str]:
+    """The labels `docker build` adds to a cell image beside its Dockerfile's (cell, modes, inputs digest): the
+    project's repository and git revision where known, the CPython source's URL and sha256, the series' digest.
+    None of them enters the inputs digest: the revision changes with every commit, the source and series are in
+    it already (the tarball by its sha256)."""
+    cell = inputs.cell
+    labels = {CPYTHON_URL_LABEL: cell.recipe.url, CPYTHON_SHA256_LABEL: cell.recipe.sha256}
+    series = series_digest(cell)
+    if series:
+        labels[SERIES_LABEL] = series
+    source = project_source(environ)
+    if source:
+        labels[SOURCE_LABEL] = source
+    revision = revision if revision is not None else project_revision(environ)
+    if revision:
+        labels[REVISION_LABEL] = revision
+    return labels
+
+
 def image_is_current(client, inputs: CellInputs) -> bool:
     import docker.errors
 
@@ -247,8 +320,10 @@ def prepare_context(inputs: CellInputs, ctx: Path) -> str:
 
 
 def build_cell_image(client, inputs: CellInputs, suite: str, log=print, base_mode: str | None = None,
-                     no_cache: bool = False) -> str:
-    """Check the series applies, make sure the base exists, build and tag the cell image."""
+                     no_cache: bool = False, pull=None) -> str:
+    """Check the series applies, make sure the base exists, build and tag the cell image.  pull: a function of
+    CellInputs that fetches the image of those inputs from a registry, True where it did (build.py's, with
+    cpython_perf.registry): a cross build's missing build Python image is pulled with it before it is built."""
     cell = inputs.cell
     applied = patches.check_series_applies(
         inputs.tarball, cell.recipe.srcdir, cell.additions, ADDITIONS_ROOT, cell.series
@@ -261,26 +336,26 @@ def build_cell_image(client, inputs: CellInputs, suite: str, log=print, base_mod
         ensure_base_image(client, suite, base_mode, log)   # host cells and cross builds run on the host's base
     if cell.foreign:
         # the build Python's image first (it is a stage of this build)
-        if not image_is_current(client, inputs.build_python):
+        if not image_is_current(client, inputs.build_python) and not (pull and pull(inputs.build_python)):
             log(f"{inputs.build_python.cell.image} (the build Python of {cell.name}) is missing or stale; building it")
-            build_cell_image(client, inputs.build_python, suite, log, base_mode)
+            build_cell_image(client, inputs.build_python, suite, log, base_mode, pull=pull)
     if cell.arch != HOST_ARCH:
         # the arch's own base: what a foreign cell is installed on, what a native one (i386) is built in
         ensure_arch_base_image(client, suite, cell.arch, log)
     with tempfile.TemporaryDirectory(prefix=f"cpython-perf-{cell.name}-", dir=_scratch_dir()) as ctx:
         prepare_context(inputs, Path(ctx))
-        return _docker_build(client, Path(ctx), cell.image, log, no_cache)
+        return _docker_build(client, Path(ctx), cell.image, log, no_cache, labels=build_labels(inputs))
 
 
-def _docker_build(client, ctx: Path, tag: str, log, no_cache: bool = False) -> str:
-    """Run docker build, tag only on success.  Its output goes to results/logs/build-<tag>.log with a heartbeat
+def _docker_build(client, ctx: Path, tag: str, log, no_cache: bool = False, labels: dict[str, str] | None = None) -> str:
+    """Run docker build, tag only on success; labels are added to the image after the Dockerfile's own.  Its output goes to results/logs/build-<tag>.log with a heartbeat
     and the Step lines on the console (cpython_perf.progress; every line with --verbose); a failure's message
     has the log's tail."""
     image_id = None
     with progress.Progress(f"docker build {tag}", progress.log_path(f"build-{tag}"), log) as step:
         try:
             stream = client.api.build(path=str(ctx), tag=tag, rm=True, forcerm=True, decode=True, pull=False,
-                                      nocache=no_cache)
+                                      nocache=no_cache, labels=labels or None)
             for chunk in stream:
                 if "stream" in chunk:
                     for line in chunk["stream"].splitlines():

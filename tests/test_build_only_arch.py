@@ -171,7 +171,8 @@ def test_i386_build_makes_only_its_own_base(monkeypatch, tmp_path):
                         lambda client, suite, packages, tag, log, debian_arch=None:
                         calls.append(("bootstrap", tag, debian_arch, "linux-perf" in packages)))
     monkeypatch.setattr(images, "prepare_context", lambda inputs, ctx: "")
-    monkeypatch.setattr(images, "_docker_build", lambda client, ctx, tag, log, no_cache=False: calls.append(("build", tag)))
+    monkeypatch.setattr(images, "_docker_build", lambda client, ctx, tag, log, no_cache=False, labels=None:
+                        calls.append(("build", tag)))
     inputs = images.CellInputs(cell, render.build_base_image_tag(matrix.base_suite, "i386"), tmp_path / "t", [], "d")
     images.build_cell_image(_Client(()), inputs, matrix.base_suite, log=lambda *_: None)
     assert calls == [("bootstrap", render.arch_base_image_tag(matrix.base_suite, "i386"), "i386", False),

@@ -43,8 +43,6 @@ PINS = {
     "actions/setup-python": ("5fda3b95a4ea91299a34e894583c3862153e4b97", "v7.0.0"),
     "actions/upload-artifact": ("bbbca2ddaa5d8feaa63e36b76fdaad77386f024f", "v7.0.0"),
     "actions/download-artifact": ("3e5f45b2cfb9172054b4087a40e8e0b5a5461e7c", "v8.0.1"),
-    "actions/cache/restore": ("27d5ce7f107fe9357f9df03efb73ab90386fccae", "v5.0.5"),
-    "actions/cache/save": ("27d5ce7f107fe9357f9df03efb73ab90386fccae", "v5.0.5"),
 }
 
 
@@ -116,7 +114,7 @@ def test_actionlint_runs_shellcheck_on_run_scripts(tmp_path):
     actionlint = tool("actionlint")
     tool("shellcheck")
     repo = copy_workflows(tmp_path, {"cell.yml": [
-        ('for artifact in $IMAGES; do', 'for artifact in $IMAGES; do\n            cd "$artifact"; [ $artifact = ]')]})
+        ('for artifact in $MISSING; do', 'for artifact in $MISSING; do\n            cd "$artifact"; [ $artifact = ]')]})
     done = run([actionlint, "-no-color", ".github/workflows/cell.yml"], repo)
     assert done.returncode == 1 and "shellcheck reported issue" in done.stdout, done.stdout + done.stderr
 
@@ -296,12 +294,21 @@ def test_actions_pinned_by_commit_hash():
 
 
 def test_permissions_and_triggers():
+    """Read-only everywhere; a job asks for more only where it must: the pin check writes its issue, the image
+    jobs push to GHCR (packages: write), the cell and report jobs pull from it (packages: read)."""
+    image_jobs = {"bases-0", "images-0", "images-1", "cross-images-0", "cross-images-1"}
+    expected = {
+        "pins.yml": {"pin-check": {"contents": "read", "issues": "write"}},
+        "matrix.yml": {**{job: {"contents": "read", "packages": "write"} for job in image_jobs},
+                       **{job: {"contents": "read", "packages": "read"} for job in ("cells-0", "cells-1", "report")}},
+        "image.yml": {"image": {"contents": "read", "packages": "write"}},
+        "cell.yml": {"cell": {"contents": "read", "packages": "read"}},
+    }
     for name in FILES:
         data = load(name)
         assert data["permissions"] == {"contents": "read"}, name
-        # a job asks for more only where it must: the pin check writes its issue, nothing else writes
         widened = {job_id: job["permissions"] for job_id, job in data["jobs"].items() if "permissions" in job}
-        assert widened == ({"pin-check": {"contents": "read", "issues": "write"}} if name == "pins.yml" else {}), name
+        assert widened == expected[name], name
         assert "pull_request_target" not in data["on"] and "workflow_run" not in data["on"], name
     assert set(load("matrix.yml")["on"]) == {"pull_request", "push", "schedule", "workflow_dispatch"}
     for name in ("image.yml", "cell.yml"):
@@ -352,18 +359,55 @@ def _steps(workflow: dict):
         yield from job.get("steps", [])
 
 
-def test_reruns_find_their_artifacts_and_only_push_and_schedule_write_the_cache():
+def test_reruns_find_their_artifacts_and_only_push_and_schedule_write_the_store():
     """Any job can be re-run alone or with all for a week: every upload overwrites (a re-run answers 409
-    otherwise) and image artifacts live 7 days; pull requests never write the image cache."""
+    otherwise) and image artifacts live 7 days.  The store across runs is GHCR, written only by push and
+    schedule events (never a pull request), with errors ignored; no `docker save` tarball goes to the Actions
+    cache (each would hold the base layers again)."""
     for name in FILES:
         for step in _steps(load(name)):
             if str(step.get("uses", "")).startswith("actions/upload-artifact@"):
                 assert step["with"].get("overwrite") is True, f"{name}: {step.get('name') or step['with']['name']}"
+            assert not str(step.get("uses", "")).startswith("actions/cache"), name
     image = load("image.yml")
     uploads = [s for s in _steps(image) if str(s.get("uses", "")).startswith("actions/upload-artifact@")]
-    assert all(int(s["with"]["retention-days"]) >= 7 for s in uploads)
-    saves = [s for s in _steps(image) if str(s.get("uses", "")).startswith("actions/cache/save@")]
-    assert saves and all("github.event_name != 'pull_request'" in s["if"] for s in saves)
+    assert uploads and all(int(s["with"]["retention-days"]) >= 7 for s in uploads)
+    # an artifact only for an image built here and not pushed
+    assert all("steps.push.outputs.pushed != 'true'" in s["if"] for s in uploads)
+    pushes = [s for name in FILES for s in _steps(load(name)) if "docker push" in s.get("run", "")]
+    assert [s["name"] for s in pushes] == ["push to GHCR"]
+    [push] = pushes
+    assert "github.event_name == 'push' || github.event_name == 'schedule'" in push["if"]
+    assert "pull_request" not in push["if"]
+    assert "::warning::" in push["run"] and "pushed=true" in push["run"], "a failed push must not fail the job"
+    for name in FILES:
+        for step in _steps(load(name)):
+            if "docker login" in step.get("run", ""):
+                assert "--password-stdin" in step["run"] and "|| echo" in step["run"], (name, step["name"])
+                assert step["env"]["TOKEN"] == "${{ github.token }}"
+
+
+def test_published_images_are_looked_up_by_the_plans_registry_tag():
+    """Every job that needs an image asks GHCR under the owner for the plan's registry_tag before building or
+    downloading it, and a fork or first run (nothing there) falls back to building or the run's artifacts."""
+    image = load("image.yml")
+    steps = {s.get("name"): s for s in _steps(image)}
+    assert "docker manifest inspect" in steps["published?"]["run"]
+    assert steps["published?"]["env"]["REGISTRY_TAG"] == "${{ inputs.registry_tag }}"
+    assert steps["build"]["if"] == "${{ steps.published.outputs.found != 'true' }}"
+    assert image["jobs"]["image"]["env"]["OWNER"] == "${{ github.repository_owner }}"
+    for name, step_name in (("image.yml", "the images this build starts from"),
+                            ("cell.yml", "the published images it needs")):
+        step = {s.get("name"): s for s in _steps(load(name))}[step_name]
+        assert step["run"] == 'REGISTRY="ghcr.io/$OWNER" .ci/pull-published >> "$GITHUB_OUTPUT"', name
+    report = {s.get("name"): s for s in load("matrix.yml")["jobs"]["report"]["steps"]}
+    assert ".ci/pull-published" in report["the tools image (flame graphs), published"]["run"]
+
+
+def test_the_pull_script_passes_shellcheck():
+    shellcheck = tool("shellcheck")
+    done = run([shellcheck, str(PROJECT_ROOT / ".ci" / "pull-published")], PROJECT_ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_only_selection_labels_start_or_cancel_a_run():

@@ -9,8 +9,11 @@ prints one JSON object:
           Content-addressed: `digest` is the inputs digest the driver labels the image with
           (images.cell_inputs, computed here without fetching the source: the tarball enters it by its
           pinned sha256), the tools image's tag digest, or for a base the package-list hash of its tag
-          plus the template of its registry build.  `artifact` (image-<name>-<digest>) is the name of the
-          `docker save | zstd` file, the artifact and the cache key: an unchanged image is not rebuilt.
+          plus the template of its registry build.  `registry_tag` is where the workflow publishes it in
+          its registry (a cell: cpython_perf.registry's `cpython-perf:<cell>-<inputs digest>`, as `build
+          --registry` looks it up): an image published there is not rebuilt.  `artifact`
+          (image-<name>-<digest>) is the `docker save | zstd` file a job uploads where it built an image it
+          did not publish (a pull request).
   cells   one job per selected cell: the runner it needs, whether its code runs there natively or under
           qemu, where its perf recordings run, the images it loads and its nox session conformance-<cell>.
   report  the job that merges every results-<cell> artifact and runs `nox -s report`.
@@ -41,7 +44,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import images, render, sources, tools
+from .. import images, registry, render, sources, tools
 from ..errors import DriverError, UnknownCell
 from ..matrix import DEFAULT_ARCH, Cell, Matrix
 
@@ -228,6 +231,16 @@ class Image:
     def artifact(self) -> str:
         return f"image-{self.name}-{self.digest[:16]}"
 
+    @property
+    def registry_tag(self) -> str:
+        """Its repository:tag in the workflow's registry, named by its digest: a cell's as the driver publishes
+        and looks it up, the tools image's own tag (its tag is its digest), a base's tag and digest."""
+        if self.kind == "cell":
+            return registry.published_tag(self.build_arg, self.digest)
+        if self.kind == "tools":
+            return self.tag
+        return f"{self.tag}-{self.digest}"
+
 
 def _sha256(*parts: bytes) -> str:
     digest = hashlib.sha256()
@@ -342,12 +355,16 @@ def image_job(image: Image, built: dict[str, Image], matrix: Matrix | None = Non
     return {
         "name": image.name, "kind": image.kind, "arch": image.arch, "group": image.group, "tag": image.tag,
         "digest": image.digest, "digest_source": image.digest_source, "artifact": image.artifact,
+        "registry_tag": image.registry_tag,
         "build_arg": image.build_arg, "session": image.session, "runner": NATIVE_RUNNER[image.host],
         "host": image.host,
         # binfmt qemu-user on the runner: the build runs programs of another arch (an arm64 base or the
         # arm64 stage of a cross build)
         "qemu_user": _runs_foreign_code(NATIVE_RUNNER[image.host], [image.arch]),
         "needs": needs, "needs_pattern": pattern(needs),
+        # the images its build starts from, in the order of needs: their local tags and registry tags
+        "needs_tags": [built[n].tag for n in image.needs],
+        "needs_registry_tags": [built[n].registry_tag for n in image.needs],
         "timeout_minutes": image_timeout(matrix, image) if matrix is not None else IMAGE_TIMEOUTS["cross"],
     }
 
@@ -372,6 +389,7 @@ def cell_job(matrix: Matrix, cell: Cell, built: dict[str, Image], aarch64: str) 
         "qemu_user": _runs_foreign_code(runner, [i.arch for i in used]),
         "perf": perf,
         "images": artifacts, "images_pattern": pattern(artifacts), "image_tags": [i.tag for i in used],
+        "registry_tags": [i.registry_tag for i in used],
         "session": f"conformance-{cell.name}", "results": f"results-{cell.name}",
         "timeout_minutes": CELL_TIMEOUTS[execution],
     }
@@ -400,9 +418,12 @@ def build_plan(matrix: Matrix, event: str = "pull_request", labels=(), select=()
     built = needed_images(matrix, roots, aarch64)
     image_jobs = [image_job(image, built, matrix) for image in built.values()]
     cell_jobs = [cell_job(matrix, cell, built, aarch64) for cell in cells]
-    report_images = [built["tools"].artifact] if "tools" in built else []
+    report_used = [built["tools"]] if "tools" in built else []
+    report_images = [i.artifact for i in report_used]
     report = {"runner": X86_RUNNER, "session": "report", "images": report_images,
-              "images_pattern": pattern(report_images), "results_pattern": "results-*", "artifact": "report"}
+              "images_pattern": pattern(report_images), "image_tags": [i.tag for i in report_used],
+              "registry_tags": [i.registry_tag for i in report_used], "results_pattern": "results-*",
+              "artifact": "report"}
     shards: dict[str, list[str]] = {}
     for group in GROUPS:
         if group == "cells":
