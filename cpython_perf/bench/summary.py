@@ -266,6 +266,28 @@ def _mode_ratio(entries: list[dict], version: str, label: str = "perf", variant:
     return None
 
 
+def _fast_path_paragraph(directory: Path) -> list[str]:
+    """What the 3.13 series' fast-path patch changes, with the figures of the newest runs (3.13-fp, -X perf)."""
+    row = next((r for r in mode_costs(directory) if r["cell"] == f"{NATIVE_REFERENCE}-fp" and r["mode"] == "perf"),
+               None)
+    text = ("The 3.13 series keeps those paths ([patches/3.13/README.md](patches/3.13/README.md), "
+            "`0020-perf-trampoline-keep-fast-paths.patch`): when the evaluator is the trampoline's own, the "
+            "specialised instructions push the new frame as they would without it and enter it through the "
+            "trampoline, so every Python frame still gets its own trampoline frame (the shape catalogue checks it "
+            "for each such path), and a plain return builds no `StopIteration`. What remains is one C call per "
+            "Python frame, which generators pay most: each resumption along a `yield from` chain is such a call.")
+    if row is not None and row["upstream"] is not None:
+        up, now = row["upstream"], row["after"]
+        text += (f" Measured on {row['cell']} (`-X perf`, geometric mean of {now['n']} benchmarks): CPython as "
+                 f"released {up['geomean']:.3f} (worst {up['worst']} {up['worst_ratio']:.2f}x), with the series "
+                 f"{now['geomean']:.3f} (worst {now['worst']} {now['worst_ratio']:.2f}x).")
+    return [text, ""]
+
+
+def _pct_fine(ratio: float) -> str:
+    return f"{100 * (ratio - 1):+.1f}%"
+
+
 def _pct(ratio: float) -> str:
     return f"{100 * (ratio - 1):+.0f}%"
 
@@ -278,13 +300,18 @@ def verdict(directory: Path) -> list[str]:
         return []
     modes = {v: _mode_ratio(entries, v) for v in ("3.9", "3.11", "3.13")}
     jit = {v: _mode_ratio(entries, v, "perf_jit") for v in ("3.9", "3.11", "3.13")}
-    vanilla = [e["geomean"] for e in entries if e["kind"] == "vanilla" and e["geomean"] is not None]
+    vanilla_entries = [e for e in entries if e["kind"] == "vanilla" and e["geomean"] is not None and e["workloads"]]
+    vanilla = [e["geomean"] for e in vanilla_entries]
     variant = [e["geomean"] for e in entries if e["kind"] == "variant" and e["geomean"] is not None]
     lines = ["## What it costs you, and when it is worth it", ""]
     if vanilla:
-        lines.append(f"- **Built in, not turned on: nothing measurable.** A patched interpreter with the trampoline "
-                     f"inactive executes within {100 * (max(vanilla) - 1):.2f}% of the instructions of the same "
-                     "interpreter as released. Shipping the series costs users nothing until they activate it.")
+        worst_entry = max(vanilla_entries, key=lambda e: _worst(e)[1])
+        name, ratio = _worst(worst_entry)
+        lines.append(f"- **Built in, not turned on: {_pct_fine(max(vanilla))} at most, on average.** A "
+                     "patched interpreter with the trampoline inactive executes within "
+                     f"{100 * (max(vanilla) - 1):.2f}% of the instructions of the same interpreter as released "
+                     f"(geometric mean; the most affected benchmark, {name} on "
+                     f"{worst_entry['b'].split(':')[0]}, {_pct_fine(ratio)}).")
     shown = [(v, r) for v, r in modes.items() if r is not None]
     if shown:
         same = all(jit[v] is None or abs(jit[v] - r) < 0.01 for v, r in shown)
@@ -305,7 +332,7 @@ def verdict(directory: Path) -> list[str]:
         lines.append(f"- **Frame pointers** (`fp` vs `release`, needed by `-X perf`, not by `-X perf_jit`) cost "
                      f"{_pct(min(variant))} to {_pct(max(variant))} always, active or not; `-X perf_jit` needs "
                      "none, but perf's dwarf unwinding makes recording and `perf script` slower.")
-    lines += ["", "### Why 3.9 costs little and 3.13 much", "",
+    lines += ["", "### Why the cost differs by version, and what the series changes", "",
               "On 3.9 every Python call is already a C call of the eval loop: `_PyEval_EvalFrame()` calls "
               "`interp->eval_frame` for every frame ([patches/3.9/README.md](patches/3.9/README.md), \"No inlined "
               "Python calls in 3.9\"). The trampoline, installed there as a PEP 523 frame evaluator, adds one small "
@@ -314,20 +341,18 @@ def verdict(directory: Path) -> list[str]:
               "From 3.11 the eval loop runs Python-to-Python calls inline, without a C call, and specialises hot "
               "instructions, but only while no frame evaluator is installed "
               "([patches/3.11/README.md](patches/3.11/README.md), design notes). The trampoline is such an "
-              "evaluator: while it is active every Python call leaves the inlined path for a C call through "
-              "`_PyEval_Vector` and `initialize_locals`, and on 3.12+ the specialised generator paths (`SEND`, "
-              "`FOR_ITER` over a generator) fall back to the generic ones, which end each generator or coroutine "
-              "step by raising and catching `StopIteration`. A callgrind profile of `coroutines` on 3.13-fp (pyperformance 1.14, 2026-11-24) shows it: "
-              "812M instructions with `-X perf` against 392M inactive, the difference in `StopIteration_init`, "
-              "`BaseException_new`, `type_call`, `PyErr_ExceptionMatches`, `_PyObject_GetMethod`, `_PyEval_Vector`, "
-              "`initialize_locals`, while the trampoline itself (`py_trampoline_evaluator`) is 21M. So the cost is "
-              "what the eval loop gives up while an evaluator is set, not the trampoline: code that is all calls "
-              "and generators pays most (3.13-fp: coroutines 2.49x, generators 1.95x, deltablue 1.48x), flat "
-              "arithmetic least. A 16-line change of `SEND`'s generic path (`PyIter_Send` instead of a `send` call "
-              "and `StopIteration`) brought coroutines to 1.50x and the geometric mean of 12 benchmarks from 1.297x "
-              "to 1.246x in a throwaway build; it is not carried (it skips a monitoring event and was not run "
-              "through CPython's tests).",
+              "evaluator: in CPython as released, while it is active every Python call leaves the inlined path for "
+              "a C call through `_PyEval_Vector` and `initialize_locals`, and on 3.12+ the specialised generator "
+              "paths (`SEND`, `FOR_ITER` over a generator) fall back to the generic ones, which end each generator "
+              "or coroutine step by raising and catching `StopIteration`. A callgrind profile of `coroutines` on "
+              "3.13-fp without the series' fast-path patch (it costs what CPython as released costs), "
+              "pyperformance 1.14, 2026-11-24, shows it: 812M instructions with `-X perf` "
+              "against 392M inactive, the difference in `StopIteration_init`, `BaseException_new`, `type_call`, "
+              "`PyErr_ExceptionMatches`, `_PyObject_GetMethod`, `_PyEval_Vector`, `initialize_locals`, while the "
+              "trampoline itself (`py_trampoline_evaluator`) is 21M. So the cost is what the eval loop gives up "
+              "while an evaluator is set, not the trampoline.",
               ""]
+    lines += _fast_path_paragraph(directory)
     return lines
 
 
