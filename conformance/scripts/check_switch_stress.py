@@ -2,7 +2,8 @@
 """Backend switches and deactivations from deep recursion and from several threads at once.
 
 In one child interpreter:
-  1. Deep: 600 rounds of a 300-deep recursion under the trampoline; at the
+  1. Deep: 600 rounds of a 300-deep recursion (less where a debug build's C
+     recursion budget ends it first) under the trampoline; at the
      bottom the backend is switched (perf <-> perf_jit, and every tenth round
      deactivated and activated again), then the recursion unwinds through the
      trampolines of the old backend and runs again.  Every activation must
@@ -22,18 +23,20 @@ Seen before the fix: every backend change took a new co_extra index, and
 after ~250 switches activate_stack_trampoline raised RuntimeError("perf
 trampoline: no code object extra index left") (3.9 then crashed).
 """
+import inspect
 import os
 import subprocess
 import sys
 
-from childcheck import child_reports, describe_exit
+from childcheck import child_reports, describe_exit, recursion_depth_under_trampoline
 
-CHILD = r'''
+CHILD = inspect.getsource(recursion_depth_under_trampoline) + r'''
 import json, os, random, sys, threading, time
 
-DEPTH, ROUNDS = 300, 600
-THREADS, ITERATIONS = 4, 2000
 sys.setrecursionlimit(max(sys.getrecursionlimit(), 2000))
+# a debug build's C recursion budget may end the recursion before 300 levels
+DEPTH, ROUNDS = recursion_depth_under_trampoline(300), 600
+THREADS, ITERATIONS = 4, 2000
 errors = []
 counts = {"switches": 0, "deactivations": 0}
 lock = threading.Lock()
@@ -184,7 +187,10 @@ def main():
     if pid is not None:
         pmap = f"/tmp/perf-{pid}.map"
         if done:
-            text = open(pmap).read() if os.path.exists(pmap) else ""
+            text = ""
+            if os.path.exists(pmap):
+                with open(pmap) as fh:
+                    text = fh.read()
             if " py::brand_new_after_stress:<string>\n" not in text:
                 failures.append(f"a function first called after the final activate('perf') is not in {pmap}")
         for path in (pmap, f"/tmp/jit-{pid}.dump"):

@@ -18,6 +18,21 @@ JIT_CODE_LOAD = 0
 JIT_CODE_UNWINDING_INFO = 4  # the highest record id of the jitdump specification
 
 
+def recursion_depth_under_trampoline(wanted, margin=50):
+    """How deep Python code may recurse while a perf trampoline is active: wanted, or less where the C
+    recursion budget runs out first.  Under a trampoline every Python call enters the eval loop from C, and
+    from 3.12 each entry takes two units of that budget (Py_C_RECURSION_LIMIT: 10000 units in a release build,
+    500 in a debug build, where RecursionError comes after about 250 Python frames whatever
+    sys.getrecursionlimit() says).  The budget left is read from _testinternalcapi where it offers it (3.13);
+    margin units of it are left for the callees at the bottom.  Self-contained: check scripts embed its source
+    in the child programs they run."""
+    try:
+        from _testinternalcapi import get_c_recursion_remaining
+    except ImportError:   # before 3.13, or a build without CPython's test modules
+        return wanted
+    return max(1, min(wanted, get_c_recursion_remaining() // 2 - margin))
+
+
 def describe_exit(code):
     """A subprocess return code in words: "exit status N" or "killed by SIGNAME"."""
     if code < 0:

@@ -59,6 +59,7 @@ def report():
         "expected": list(getattr(main, "EXPECTED", [])),
         "stdlib": sysconfig.get_paths()["stdlib"],
         "recursionlimit": sys.getrecursionlimit(),
+        "depth": getattr(main, "DEPTH", None),   # shape_recursion's nested rec frames
         # before 3.11 code objects have no co_qualname: the map names them by co_name
         "qualnames": hasattr(frame_code_sample(), "co_qualname"),
     }))

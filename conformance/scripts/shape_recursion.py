@@ -1,9 +1,16 @@
-"""Shape: recursion close to the recursion limit (limit - 50 nested rec frames), work at the bottom."""
+"""Shape: recursion close to the recursion limit (limit - 50 nested rec frames), work at the bottom.
+
+Where the C recursion budget ends the recursion first under a trampoline (a debug build of 3.12+), as deep
+as that budget allows instead: DEPTH nested rec frames.
+"""
 
 import sys
 import time
 
 import shape_probe
+from childcheck import recursion_depth_under_trampoline
+
+DEPTH = recursion_depth_under_trampoline(sys.getrecursionlimit() - 50)
 
 EXPECTED = ["rec"]  # ... repeated; then main
 
@@ -21,7 +28,7 @@ def rec(n, deadline):
 
 
 def main():
-    return rec(sys.getrecursionlimit() - 50, time.perf_counter() + shape_probe.DURATION)
+    return rec(DEPTH, time.perf_counter() + shape_probe.DURATION)
 
 
 if __name__ == "__main__":
