@@ -10,12 +10,35 @@
 #
 # CONTEXT_DIR holds the tarball, additions/ (a tree mirroring CPython's) and
 # patches/ (series + patches); WORK_DIR is where the tree is extracted.
+#
+# Reproducible: the same inputs and WORK_DIR give the same PREFIX tree, bit for
+# bit, whatever the umask, locale, time zone, number of CPUs and time of the
+# build (python -m cpython_perf reproducibility CELL checks it):
+#   umask 022, LC_ALL=C, TZ=UTC   fixed here, whatever the caller's;
+#   SOURCE_DATE_EPOCH             the release's date (the newest member of the
+#                                 tarball) unless the caller sets one: GCC's
+#                                 __DATE__/__TIME__ in sys.version, and .pyc
+#                                 files checked by source hash, not by mtime;
+#   PYTHONHASHSEED=0              the build's Python writes sets and frozensets
+#                                 in .pyc files in one order;
+#   mtimes                        every file `make install` writes is dated
+#                                 SOURCE_DATE_EPOCH.
+# The build directory is recorded (sysconfig's abs_builddir, debug info), so
+# it is part of the inputs: the image always builds in /usr/src/<SRCDIR>.
 set -euo pipefail
+umask 022
+export LC_ALL=C TZ=UTC PYTHONHASHSEED=0
 ctx=$(cd "${1:?context dir}" && pwd)
 work=${2:?work dir}
 mkdir -p "$work" && cd "$work"
 tar -xf "$ctx/$TARBALL"
 cd "$SRCDIR"
+if [ -z "${SOURCE_DATE_EPOCH:-}" ]; then
+    # before anything is added or patched: the newest file of the pristine tree
+    SOURCE_DATE_EPOCH=$(find . -type f -printf '%T@\n' | sort -n | tail -n 1 | cut -d. -f1)
+fi
+export SOURCE_DATE_EPOCH
+echo ">>> SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH ($(date -u -d "@$SOURCE_DATE_EPOCH"))"
 if [ -d "$ctx/additions" ]; then
     echo ">>> copying additions: $(cd "$ctx/additions" && find . -type f | sort | tr '\n' ' ')"
     cp -R "$ctx/additions/." .
@@ -33,4 +56,8 @@ echo ">>> configure --prefix=$PREFIX $CONFIGURE_ARGS CFLAGS=\"$CFLAGS\""
 echo ">>> make -j$(nproc)"
 make -j"$(nproc)"
 echo ">>> make install"
+installing=$(mktemp)
 make install
+# what make install wrote (and only that) dated SOURCE_DATE_EPOCH
+find "$PREFIX" -newer "$installing" -exec touch --no-dereference --date="@$SOURCE_DATE_EPOCH" {} +
+rm -f "$installing"
