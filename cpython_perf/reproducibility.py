@@ -21,8 +21,9 @@ image does; the same variations applied to the project's own Dockerfile test the
 The build time is varied by building later (the second build runs minutes, or days, after the first), not
 with faketime, which the base image does not have.
 
-Both images and the unpacked trees are removed afterwards (only the cell's own image, when it was current, is
-left as it was).
+Afterwards the unpacked trees and the images this check made are removed, and nothing else: not an image the
+engine had before it started (the cell's own image and its layers, which build a reuses from the cache), not
+one still tagged or the parent of another (remove_own_images).
 """
 
 from __future__ import annotations
@@ -155,6 +156,70 @@ def compare(a: dict[str, Entry], b: dict[str, Entry]) -> list[dict]:
     return out
 
 
+DIFFOSCOPE_FILES = 40              # files diffoscope explains (one of each kind first)
+DIFFOSCOPE_FILE_BYTES = 64 << 10   # of report per file
+
+
+def diffoscope_selection(differences: list[dict], limit: int = DIFFOSCOPE_FILES) -> list[str]:
+    """The files whose contents differ that diffoscope explains: one of each kind (suffix) first, in path
+    order, then the rest, up to limit (thousands of .pyc files would take diffoscope an hour)."""
+    files = [d["path"] for d in differences if "contents" in d["what"]]
+    kinds: dict[str, str] = {}
+    for path in files:
+        kinds.setdefault(Path(path).suffix or Path(path).name, path)
+    first = list(kinds.values())
+    return (first + [p for p in files if p not in first])[:limit]
+
+
+def diffoscope_report(a: Path, b: Path, differences: list[dict], report: Path) -> list[str]:
+    """diffoscope's text report of each selected file (a/ against b/), one after the other, with a header
+    saying which files it left out; returns the files shown."""
+    chosen = diffoscope_selection(differences)
+    contents = [d["path"] for d in differences if "contents" in d["what"]]
+    metadata = [d for d in differences if "contents" not in d["what"]]
+    parts = [f"# {len(differences)} paths differ: {len(contents)} in contents, {len(metadata)} in metadata only "
+             f"(summary.json lists them); diffoscope on {len(chosen)} of the files whose contents differ\n"]
+    for path in chosen:
+        proc = subprocess.run(["diffoscope", "--no-progress", "--text", "-", "--max-text-report-size",
+                               str(DIFFOSCOPE_FILE_BYTES), str(a / path), str(b / path)],
+                              capture_output=True, text=True, timeout=900)
+        parts.append(f"\n# ---- {path} (diffoscope exit {proc.returncode})\n{proc.stdout}{proc.stderr[-2000:]}")
+    report.write_text("".join(parts))
+    return chosen
+
+
+def image_ids(client) -> set[str]:
+    """Every image ID the engine has, intermediate ones too."""
+    return set(client.api.images(all=True, quiet=True))
+
+
+def remove_own_images(client, tags: list[str], existing: set[str]) -> list[str]:
+    """Remove the tags and the images of their chains that this check made (not in existing, the IDs the
+    engine had before it started): never an image that was there before (the cell's own image and its
+    layers, which build a reuses from Docker's cache), never one still tagged or the parent of another
+    (the engine refuses that).  Returns the IDs removed."""
+    import docker.errors
+
+    removed = []
+    for tag in tags:
+        try:
+            chain = [h["Id"] for h in client.api.history(tag) if h.get("Id", "").startswith("sha256:")]
+            client.api.remove_image(tag, noprune=True)
+        except docker.errors.APIError:
+            continue
+        for image_id in chain[1:]:   # the first is the tag's own image, gone with the tag unless tagged twice
+            if image_id in existing:
+                break
+            try:
+                if client.api.inspect_image(image_id).get("RepoTags"):
+                    break
+                client.api.remove_image(image_id, noprune=True)
+                removed.append(image_id)
+            except docker.errors.APIError:   # gone already, used by a container, or another image's parent
+                break
+    return removed
+
+
 def known_reason(path: str, other_build_path: bool = False) -> str | None:
     known = {**KNOWN_DIFFERENCES, **(BUILD_PATH_DIFFERENCES if other_build_path else {})}
     return next((why for pattern, why in known.items() if fnmatch.fnmatchcase(path, pattern)), None)
@@ -169,6 +234,7 @@ def run(cell, matrix, log=print, out: Path | None = None, keep: bool = False, ot
         shutil.rmtree(out)
     out.mkdir(parents=True)
     client = host.docker_client(log)
+    existing = image_ids(client)   # never removed afterwards: only what this check made goes
     inputs = images.cell_inputs(cell, matrix.base_suite, None, log, matrix)
     run_id = f"{os.getpid()}"   # two checks at once do not share (or remove) each other's images
     tags = {"a": f"{REPOSITORY}:{cell.name}-a-{run_id}", "b": f"{REPOSITORY}:{cell.name}-b-{run_id}"}
@@ -205,19 +271,14 @@ def run(cell, matrix, log=print, out: Path | None = None, keep: bool = False, ot
         if differences:
             host.ensure_commands({"diffoscope": "diffoscope-minimal"}, log)
             report = out / "diffoscope.txt"
-            log(f"$ diffoscope {trees['a']} {trees['b']} (report: {report})")
-            proc = subprocess.run(["diffoscope", "--no-progress", "--text", str(report), "--max-text-report-size",
-                                   str(4 << 20), str(trees["a"]), str(trees["b"])], capture_output=True, text=True)
-            summary["diffoscope"] = {"exit": proc.returncode, "report": str(report.relative_to(PROJECT_ROOT))
-                                     if report.is_relative_to(PROJECT_ROOT) else str(report)}
+            log(f"diffoscope on the files that differ (report: {report})")
+            shown = diffoscope_report(trees["a"], trees["b"], differences, report)
+            summary["diffoscope"] = {"report": str(report.relative_to(PROJECT_ROOT))
+                                     if report.is_relative_to(PROJECT_ROOT) else str(report), "files": shown}
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
         if not keep:
-            for tag in tags.values():
-                try:
-                    client.images.remove(tag, noprune=False)
-                except Exception:
-                    pass
+            remove_own_images(client, list(tags.values()), existing)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     verdict = "identical" if summary["identical"] else (
         f"{len(summary['differences'])} paths differ, {len(summary['unexplained'])} without a known reason")

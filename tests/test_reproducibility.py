@@ -69,3 +69,45 @@ def test_known_differences_have_reasons_and_others_do_not():
     assert reproducibility.known_reason(sysconfigdata) is None     # the same build directory: no excuse
     assert reproducibility.known_reason("lib/python3.9/os.py") is None
     assert reproducibility.known_reason("bin/python3.9") is None
+
+
+def test_diffoscope_explains_one_file_of_each_kind_first():
+    differences = [{"path": f"lib/python3.9/__pycache__/m{i}.pyc", "what": ["contents"]} for i in range(100)]
+    differences += [{"path": "bin/python3.9", "what": ["contents", "mtime"]},
+                    {"path": "lib/python3.9/x.py", "what": ["mtime"]},
+                    {"path": "lib/python3.9/lib-dynload/_json.so", "what": ["contents"]}]
+    chosen = reproducibility.diffoscope_selection(differences, limit=5)
+    assert chosen[:3] == ["lib/python3.9/__pycache__/m0.pyc", "bin/python3.9", "lib/python3.9/lib-dynload/_json.so"]
+    assert len(chosen) == 5 and "lib/python3.9/x.py" not in chosen
+
+
+class _FakeAPI:
+    """The engine's image store as far as remove_own_images sees it: chains (top first), tags, removals."""
+
+    def __init__(self, chains: dict[str, list[str]], tags: dict[str, list[str]]):
+        self.chains, self.tags, self.removed = chains, tags, []
+
+    def history(self, ref):
+        return [{"Id": i} for i in self.chains[ref]] + [{"Id": "<missing>"}]
+
+    def remove_image(self, ref, noprune=False):
+        assert noprune, "a removal that prunes parents could take images this check did not make"
+        self.removed.append(ref)
+
+    def inspect_image(self, image_id):
+        return {"RepoTags": self.tags.get(image_id, [])}
+
+
+def test_cleanup_removes_only_what_the_check_made():
+    """The cell's own image (made before the check, untagged meanwhile by someone else) stays."""
+    import types
+
+    api = _FakeAPI({"repro:a": ["sha256:sbom-a", "sha256:cell-top", "sha256:cell-run"],
+                    "repro:b": ["sha256:sbom-b", "sha256:b-label", "sha256:b-run", "sha256:copy"]},
+                   {"sha256:copy": []})
+    client = types.SimpleNamespace(api=api)
+    existing = {"sha256:cell-top", "sha256:cell-run", "sha256:copy"}
+    removed = reproducibility.remove_own_images(client, ["repro:a", "repro:b"], existing)
+    assert removed == ["sha256:b-label", "sha256:b-run"]
+    assert api.removed == ["repro:a", "repro:b", "sha256:b-label", "sha256:b-run"]
+    assert not {"sha256:cell-top", "sha256:cell-run", "sha256:copy"} & set(api.removed)
