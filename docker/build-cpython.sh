@@ -19,14 +19,23 @@
 #                                 tarball) unless the caller sets one: GCC's
 #                                 __DATE__/__TIME__ in sys.version, and .pyc
 #                                 files checked by source hash, not by mtime;
-#   PYTHONHASHSEED=0              the build's Python writes sets and frozensets
-#                                 in .pyc files in one order;
-#   mtimes                        every file `make install` writes is dated
-#                                 SOURCE_DATE_EPOCH.
+#   PYTHONHASHSEED=0, -j1         the build's Python writes sets and frozensets
+#                                 in .pyc files in one order (make install runs
+#                                 compileall with the build's interpreter
+#                                 without -E, which would ignore it; other
+#                                 PYTHON* variables are unset), and in one
+#                                 process: marshal's output depends on what
+#                                 the process compiled before (reference
+#                                 counts), so -j0's workers make other bytes;
+#   mtimes                        every file the build and `make install` write
+#                                 in PREFIX is dated SOURCE_DATE_EPOCH (setup.py
+#                                 installs extension modules with their build
+#                                 times).
 # The build directory is recorded (sysconfig's abs_builddir, debug info), so
 # it is part of the inputs: the image always builds in /usr/src/<SRCDIR>.
 set -euo pipefail
 umask 022
+while read -r name; do unset "$name"; done < <(compgen -e | grep '^PYTHON' || true)
 export LC_ALL=C TZ=UTC PYTHONHASHSEED=0
 ctx=$(cd "${1:?context dir}" && pwd)
 work=${2:?work dir}
@@ -50,14 +59,24 @@ if [ -f "$ctx/patches/series" ]; then
         patch -p1 --forward --batch < "$ctx/patches/$patch"
     done
 fi
+started=$(mktemp)   # what is newer than this in PREFIX at the end was written by this build
 echo ">>> configure --prefix=$PREFIX $CONFIGURE_ARGS CFLAGS=\"$CFLAGS\""
 # shellcheck disable=SC2086  # CONFIGURE_ARGS is a list of options
 ./configure --prefix="$PREFIX" $CONFIGURE_ARGS CFLAGS="$CFLAGS"
 echo ">>> make -j$(nproc)"
 make -j"$(nproc)"
-echo ">>> make install"
-installing=$(mktemp)
-make install
-# what make install wrote (and only that) dated SOURCE_DATE_EPOCH
-find "$PREFIX" -newer "$installing" -exec touch --no-dereference --date="@$SOURCE_DATE_EPOCH" {} +
-rm -f "$installing"
+install_args=()
+# shellcheck disable=SC2016  # $(BUILDPYTHON) is make's
+if grep -qxF 'PYTHON_FOR_BUILD=./$(BUILDPYTHON) -E' Makefile; then
+    install_args+=('PYTHON_FOR_BUILD=./$(BUILDPYTHON)')   # compileall honours PYTHONHASHSEED
+fi
+if grep -q '^COMPILEALL_OPTS=' Makefile; then
+    install_args+=('COMPILEALL_OPTS=-j1')
+else   # before 3.12 the option is written in the compileall lines
+    sed -i 's/^\(\t\t\)-j0 -d /\1-j1 -d /' Makefile
+fi
+echo ">>> make install ${install_args[*]}"
+make install "${install_args[@]}"
+# what the build and make install wrote (and only that) dated SOURCE_DATE_EPOCH
+find "$PREFIX" -newer "$started" -exec touch --no-dereference --date="@$SOURCE_DATE_EPOCH" {} +
+rm -f "$started"

@@ -22,12 +22,17 @@ OLDER = RELEASED - 86400
 
 # a stand-in for CPython's configure: the Makefile it writes has an install target that records the environment
 MAKEFILE = (
-    "all:\n\ttrue\n"
+    "BUILDPYTHON=python\n"
+    "PYTHON_FOR_BUILD=./$(BUILDPYTHON) -E\n"
+    "all:\n\ttouch built.so\n"
     "install:\n"
     "\tmkdir -p $(PREFIX)/lib/sub\n"
     "\tcp lib.py $(PREFIX)/lib/lib.py\n"
+    "\tcp -p built.so $(PREFIX)/lib/built.so\n"   # as setup.py installs extension modules: build time kept
     "\techo \"umask=$$(umask) LC_ALL=$$LC_ALL TZ=$$TZ SOURCE_DATE_EPOCH=$$SOURCE_DATE_EPOCH "
-    "PYTHONHASHSEED=$$PYTHONHASHSEED\" > $(PREFIX)/lib/env.txt\n")
+    "PYTHONHASHSEED=$$PYTHONHASHSEED PYTHONHOME=$$PYTHONHOME\" > $(PREFIX)/lib/env.txt\n"
+    "\techo '$(PYTHON_FOR_BUILD)' > $(PREFIX)/lib/python-for-build.txt\n"
+    "\techo compileall \\\n\t\t-j0 -d $(PREFIX) > $(PREFIX)/lib/compileall.txt\n")   # as 3.9-3.11 write it
 CONFIGURE = "#!/bin/sh\n{ echo \"PREFIX=${1#--prefix=}\"; cat Makefile.in; } > Makefile\n"
 
 
@@ -57,14 +62,18 @@ def test_build_script_fixes_umask_locale_time_zone_and_dates_the_install(tmp_pat
         "--- a/README\n+++ b/README\n@@ -1 +1 @@\n-old\n+new\n")
     prefix = tmp_path / "prefix"
     env = dict(os.environ, TARBALL="Fake-1.0.tar.gz", SRCDIR="Fake-1.0", PREFIX=str(prefix), CFLAGS="",
-               CONFIGURE_ARGS="", LC_ALL="C.UTF-8", LANG="C.UTF-8", TZ="Etc/GMT-14")
+               CONFIGURE_ARGS="", LC_ALL="C.UTF-8", LANG="C.UTF-8", TZ="Etc/GMT-14", PYTHONHOME="/nowhere")
     env.pop("SOURCE_DATE_EPOCH", None)
     env.pop("PYTHONHASHSEED", None)
     proc = subprocess.run(["bash", "-c", f'umask 0002 && exec "{BUILD_SCRIPT}" "{ctx}" "{tmp_path / "work"}"'],
                           env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (prefix / "lib" / "env.txt").read_text().split() == [
-        "umask=0022", "LC_ALL=C", "TZ=UTC", f"SOURCE_DATE_EPOCH={RELEASED}", "PYTHONHASHSEED=0"]
+        "umask=0022", "LC_ALL=C", "TZ=UTC", f"SOURCE_DATE_EPOCH={RELEASED}", "PYTHONHASHSEED=0", "PYTHONHOME="]
+    # compileall (make install) runs the build's interpreter without -E, so that PYTHONHASHSEED counts
+    assert (prefix / "lib" / "python-for-build.txt").read_text() == "./python\n"
+    # ... in one process: -j0's workers would each have compiled other modules before
+    assert (prefix / "lib" / "compileall.txt").read_text().split()[:3] == ["compileall", "-j1", "-d"]
     assert f"SOURCE_DATE_EPOCH={RELEASED}" in proc.stdout
     written = [prefix, *prefix.rglob("*")]
     assert {p: int(p.lstat().st_mtime) for p in written} == {p: RELEASED for p in written}
