@@ -86,21 +86,32 @@ class Entry:
 def export_tree(client, image: str, dest: Path, tree: str = TREE) -> None:
     """Unpack an image's tree into dest (as `docker cp`: from a created, never started, container)."""
     container = client.containers.create(image, command=["true"])
+    archive = dest.parent / f"{dest.name}.tar"
     try:
         stream, _ = container.get_archive(tree)
-        archive = dest.parent / f"{dest.name}.tar"
         with open(archive, "wb") as f:
             for chunk in stream:
                 f.write(chunk)
     finally:
         container.remove(force=True)
-    dest.mkdir(parents=True)
-    # as root, tar keeps owners, modes and modification times; the archive's top directory is the tree's name
-    proc = subprocess.run(["tar", "-xf", str(archive), "-C", str(dest), "--same-owner", "--numeric-owner",
-                           "--strip-components=1"], capture_output=True, text=True)
-    archive.unlink()
+    try:
+        unpack_tree(archive, dest)
+    finally:
+        archive.unlink()
+
+
+def unpack_tree(archive: Path, dest: Path) -> None:
+    """Unpack a `docker cp` archive (its one top directory, the tree) as dest, the top directory's own owner, mode
+    and modification time kept: tar as root keeps them, and a rename changes none of them."""
+    staging = dest.parent / f".{dest.name}.unpack"
+    staging.mkdir()
+    proc = subprocess.run(["tar", "-xf", str(archive), "-C", str(staging), "--same-owner", "--numeric-owner"],
+                          capture_output=True, text=True)
     if proc.returncode != 0:
-        raise RuntimeFailure(f"unpacking {tree} of {image} failed: {proc.stderr.strip()[-1000:]}")
+        raise RuntimeFailure(f"unpacking {archive} failed: {proc.stderr.strip()[-1000:]}")
+    (top,) = staging.iterdir()
+    top.rename(dest)
+    staging.rmdir()
 
 
 def canonical_tar_sha256(tree: Path) -> str:

@@ -111,3 +111,19 @@ def test_cleanup_removes_only_what_the_check_made():
     assert removed == ["sha256:b-label", "sha256:b-run"]
     assert api.removed == ["repro:a", "repro:b", "sha256:b-label", "sha256:b-run"]
     assert not {"sha256:cell-top", "sha256:cell-run", "sha256:copy"} & set(api.removed)
+
+
+def test_the_unpacked_tree_keeps_its_own_modification_time(tmp_path):
+    """The tree's top directory is compared too: unpacking must not give it the time of the unpacking."""
+    import tarfile
+
+    archive = tmp_path / "a.tar"
+    with tarfile.open(archive, "w") as tar:
+        for name, kind in (("cpython", tarfile.DIRTYPE), ("cpython/bin", tarfile.DIRTYPE)):
+            info = tarfile.TarInfo(name)
+            info.type, info.mode, info.mtime = kind, 0o755, 1613741686
+            tar.addfile(info)
+    reproducibility.unpack_tree(archive, tmp_path / "a")
+    assert int((tmp_path / "a").stat().st_mtime) == 1613741686
+    assert int((tmp_path / "a" / "bin").stat().st_mtime) == 1613741686
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "a.tar"]   # no staging directory left
