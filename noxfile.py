@@ -201,6 +201,23 @@ def _cell_sessions(cell):
                            f"Real perf in cpython-perf:{cell.name}; modes: {', '.join(cell.modes) or 'none'}.")
     nox.session(name=f"build-{cell.name}", default=False)(build)
     nox.session(name=f"conformance-{cell.name}", default=False)(conformance)
+    if not cell.foreign:
+        def reproducibility(session):
+            _install(session)
+            _driver(session, "reproducibility", cell.name, *session.posargs)
+
+        reproducibility.__doc__ = (f"Build cpython-perf:{cell.name} twice (its own build; then later, with another "
+                                   "umask, locale, time zone and CPU count) and compare /opt/cpython with diffoscope "
+                                   "(results/reproducibility/; two builds, minutes each).")
+        nox.session(name=f"reproducibility-{cell.name}", default=False)(reproducibility)
+
+
+@nox.session(default=False)
+def sbom(session):
+    """The SBOM (CycloneDX JSON, validated) of a built cell image or a built distro lane:
+    nox -s sbom -- 3.13-fp [--attach] | nox -s sbom -- --lane bookworm-3.11 (results/sbom/)."""
+    _install(session)
+    _driver(session, "sbom", *session.posargs)
 
 
 def _arch_session(arch):

@@ -84,3 +84,52 @@ def rendered_dockerfile(cell: Cell, matrix: Matrix | None = None) -> str:
     """The cell's Dockerfile as this host builds it (no source fetched, no digest label)."""
     matrix = matrix or load_matrix()
     return images.cell_inputs(cell, matrix.base_suite, log=lambda *_: None, matrix=matrix, fetch=False).dockerfile()
+
+
+def sbom_command(matrix: Matrix, args, log=print) -> int:
+    """`python -m cpython_perf sbom CELL | --lane LANE` (cpython_perf.sbom)."""
+    from . import sbom
+    from .errors import DriverError
+    from .matrix import PROJECT_ROOT
+
+    if bool(args.cell) == bool(args.lane):
+        raise DriverError("name either a cell (python -m cpython_perf sbom 3.13-fp) or a lane (--lane bookworm-3.11)")
+    if args.lane:
+        from .distro.source_packages import fetch_source_package
+
+        lane = matrix.distro(args.lane)
+        packages_dir = Path(args.packages) if args.packages else sbom.lane_packages_dir(lane)
+        package = fetch_source_package(lane, log=log)
+        facts = sbom.lane_facts(lane, matrix, packages_dir, package.dsc)
+        text = sbom.lane_bom(facts)
+        default = PROJECT_ROOT / "results" / "sbom" / f"deb-{lane.name}.cdx.json"
+        out = sbom.write(text, Path(args.out) if args.out else default)
+        log(f"{out}: CycloneDX {sbom.SPEC_VERSION}, valid (the library's JSON-schema validator); {lane.source_package} "
+            f"{facts.built_version} from {packages_dir}: {len(facts.debs)} .debs, {len(facts.patches)} patches, "
+            f"{len(facts.build_depends)} build-environment packages")
+        return 0
+    cell = matrix.cell(args.cell)
+    client = host.docker_client(log)
+    inputs = images.cell_inputs(cell, matrix.base_suite, None, log, matrix)
+    if not images.image_is_current(client, inputs):
+        raise DriverError(f"{cell.image} is missing or was built from other inputs: build it first "
+                          f"(`nox -s build-{cell.name}`), the SBOM describes the image")
+    packages = sbom.image_packages(client, cell.image)
+    facts = sbom.cell_facts(inputs, packages, distro=sbom.distro_of(matrix.base_suite))
+    text = sbom.cell_bom(facts)
+    out = sbom.write(text, Path(args.out) if args.out else images.sbom_results_path(cell.name))
+    label, carried = sbom.image_sbom(client, cell.image)
+    if carried == text and label == sbom.label_value(text):
+        attached = f"the same document is in the image at {sbom.IMAGE_SBOM_PATH} (label {sbom.SBOM_LABEL}={label})"
+    elif args.attach:
+        images.attach_sbom(client, inputs, cell.image, matrix.base_suite, log=lambda line: None, save=False)
+        attached = (f"attached it to {cell.image} at {sbom.IMAGE_SBOM_PATH} "
+                    f"(label {sbom.SBOM_LABEL}={sbom.label_value(text)})")
+    elif carried is None:
+        attached = ("the image carries no SBOM (built by a driver that did not attach one): --attach puts it "
+                    "into the image")
+    else:
+        attached = f"the image carries another SBOM at {sbom.IMAGE_SBOM_PATH} (label {label}): --attach replaces it"
+    log(f"{out}: CycloneDX {sbom.SPEC_VERSION}, valid (the library's JSON-schema validator); {len(packages)} Debian "
+        f"packages, {len(facts.patches)} patches, {len(facts.additions)} additions; {attached}")
+    return 0

@@ -98,6 +98,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rebuild", action="store_true", help="build again even if the cache has these packages")
     p.add_argument("--no-checks", action="store_true", help="build (and lintian) only: no install images, no checks")
     p.add_argument("--no-lintian", action="store_true", help="skip lintian and the archive comparison")
+    p = sub.add_parser("sbom", help="the SBOM (CycloneDX JSON, validated) of a cell's image or (--lane) of a "
+                                    "distro lane's built packages: source and sha256, each patch with its sha256 "
+                                    "and DEP-3 origin, the Debian packages with versions (cpython_perf/sbom.py)")
+    from . import sbom as sbom_command
+    sbom_command.add_arguments(p)
+    p = sub.add_parser("reproducibility", help="build a cell twice (its own build; then another build path, "
+                                               "umask, locale, time zone, CPU count, later) and compare their "
+                                               "/opt/cpython (diffoscope); exit 1 on a difference without a known "
+                                               "reason (cpython_perf/reproducibility.py)", parents=[loud])
+    p.add_argument("cell")
+    p.add_argument("--out", default=None, help="results directory (default: results/reproducibility/<cell>)")
+    p.add_argument("--keep", action="store_true",
+                   help="keep the two images (cpython-perf-repro:<cell>-a-<pid>, -b-<pid>)")
+    p.add_argument("--other-build-path", action="store_true",
+                   help="build b in another directory too (CPython records its build directory: shows what that "
+                        "changes)")
     p = sub.add_parser("profile", help="run your own program under real perf in a cell's image (or any image): "
                                        "perf.data, perf script text, a flame graph written to --out "
                                        "(cpython_perf/profile.py)",
@@ -194,6 +210,14 @@ def main(argv: list[str] | None = None) -> int:
                   "README.txt)")
         elif args.command == "profile":
             return profile.main(matrix, args, program, _log)
+        elif args.command == "reproducibility":
+            from . import reproducibility
+
+            summary = reproducibility.run(matrix.cell(args.cell), matrix, _log, args.out, args.keep,
+                                          args.other_build_path)
+            return 1 if summary["unexplained"] else 0
+        elif args.command == "sbom":
+            return build.sbom_command(matrix, args, _log)
         elif args.command == "deb":
             from .distro import deb_build
 

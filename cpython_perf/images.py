@@ -183,10 +183,11 @@ class CellInputs:
 
     host: str = HOST_ARCH   # the arch of the machine that builds it
 
-    def dockerfile(self, digest: str = "unset") -> str:
+    def dockerfile(self, digest: str = "unset", variation: render.BuildVariation | None = None) -> str:
         return render.render_cell_dockerfile(
             self.cell, self.base_tag, digest, target_base_image=self.target_base_tag,
-            build_python_image=self.build_python.cell.image if self.build_python else "", host=self.host)
+            build_python_image=self.build_python.cell.image if self.build_python else "", host=self.host,
+            variation=variation)
 
 
 def cell_inputs(cell: Cell, suite: str, cache_dir: Path | None = None, log=print,
@@ -299,10 +300,10 @@ def image_is_current(client, inputs: CellInputs) -> bool:
     return (image.labels or {}).get(INPUTS_LABEL) == inputs.digest
 
 
-def prepare_context(inputs: CellInputs, ctx: Path) -> str:
+def prepare_context(inputs: CellInputs, ctx: Path, variation: render.BuildVariation | None = None) -> str:
     """Fill a build context directory; return the rendered Dockerfile."""
     cell = inputs.cell
-    dockerfile = inputs.dockerfile(inputs.digest)
+    dockerfile = inputs.dockerfile(inputs.digest, variation)
     (ctx / "Dockerfile").write_text(dockerfile)
     shutil.copy2(render.BUILD_SCRIPT, ctx / "build-cpython.sh")
     try:
@@ -320,10 +321,14 @@ def prepare_context(inputs: CellInputs, ctx: Path) -> str:
 
 
 def build_cell_image(client, inputs: CellInputs, suite: str, log=print, base_mode: str | None = None,
-                     no_cache: bool = False, pull=None) -> str:
-    """Check the series applies, make sure the base exists, build and tag the cell image.  pull: a function of
-    CellInputs that fetches the image of those inputs from a registry, True where it did (build.py's, with
-    cpython_perf.registry): a cross build's missing build Python image is pulled with it before it is built."""
+                     no_cache: bool = False, pull=None, *, tag: str | None = None,
+                     variation: render.BuildVariation | None = None, container_limits: dict | None = None) -> str:
+    """Check the series applies, make sure the base exists, build the cell image, put its SBOM into it
+    (attach_sbom) and tag it (tag: another tag than the cell's image, e.g. a reproducibility build's;
+    variation and container_limits: a build under other conditions, cpython_perf.reproducibility).  pull: a
+    function of CellInputs that fetches the image of those inputs from a registry, True where it did
+    (build.py's, with cpython_perf.registry): a cross build's missing build Python image is pulled with it
+    before it is built."""
     cell = inputs.cell
     applied = patches.check_series_applies(
         inputs.tarball, cell.recipe.srcdir, cell.additions, ADDITIONS_ROOT, cell.series
@@ -342,12 +347,55 @@ def build_cell_image(client, inputs: CellInputs, suite: str, log=print, base_mod
     if cell.arch != HOST_ARCH:
         # the arch's own base: what a foreign cell is installed on, what a native one (i386) is built in
         ensure_arch_base_image(client, suite, cell.arch, log)
+    tag = tag or cell.image
+    from . import sbom
+
+    # what the SBOM says of the inputs is read now, with the build context: the same bytes as the build's
+    facts = sbom.cell_facts(inputs, [], distro=sbom.distro_of(suite))
     with tempfile.TemporaryDirectory(prefix=f"cpython-perf-{cell.name}-", dir=_scratch_dir()) as ctx:
-        prepare_context(inputs, Path(ctx))
-        return _docker_build(client, Path(ctx), cell.image, log, no_cache, labels=build_labels(inputs))
+        prepare_context(inputs, Path(ctx), variation)
+        _docker_build(client, Path(ctx), tag, log, no_cache, labels=build_labels(inputs),
+                      container_limits=container_limits)
+    return attach_sbom(client, inputs, tag, suite, log, save=tag == cell.image, facts=facts)
 
 
-def _docker_build(client, ctx: Path, tag: str, log, no_cache: bool = False, labels: dict[str, str] | None = None) -> str:
+def attach_sbom(client, inputs: CellInputs, tag: str, suite: str, log=print, save: bool = True,
+                facts=None) -> str:
+    """Put the image's SBOM (cpython_perf.sbom, CycloneDX JSON) at sbom.IMAGE_SBOM_PATH, in a layer of its own
+    on top of the built image, with the label sbom.SBOM_LABEL = its sha256, and tag the result as tag; save:
+    also write it to results/sbom/<cell>.cdx.json.
+
+    The SBOM is not one of the inputs: it is made from them (the source, the series, the additions, the
+    flags) and from the packages the image holds, after the build, so the inputs digest (the label that says
+    whether an image is current) stays a function of the inputs alone, and the build layers are cached as
+    before.  It is deterministic: the same image gives the same file, and this layer is then Docker's cached
+    one.  facts: the SBOM's facts of the inputs read before the build (sbom.cell_facts), completed here with
+    the image's packages."""
+    import dataclasses
+
+    from . import sbom
+
+    packages = sbom.image_packages(client, tag)
+    if facts is None:
+        facts = sbom.cell_facts(inputs, packages, distro=sbom.distro_of(suite))
+    facts = dataclasses.replace(facts, packages=tuple(packages))
+    text = sbom.cell_bom(facts)
+    if save:
+        out = sbom.write(text, sbom_results_path(inputs.cell.name))
+        log(f"SBOM of {tag}: {out} (CycloneDX {sbom.SPEC_VERSION}, valid; {len(packages)} Debian packages, "
+            f"{len(facts.patches)} patches, {len(facts.additions)} additions)")
+    with tempfile.TemporaryDirectory(prefix=f"cpython-perf-sbom-{inputs.cell.name}-", dir=_scratch_dir()) as ctx:
+        sbom.attach_archive(text, facts.source_date_epoch, Path(ctx) / sbom.ATTACH_ARCHIVE)
+        (Path(ctx) / "Dockerfile").write_text(sbom.attach_dockerfile(tag, sbom.label_value(text)))
+        return _docker_build(client, Path(ctx), tag, log)
+
+
+def sbom_results_path(cell_name: str) -> Path:
+    return PROJECT_ROOT / "results" / "sbom" / f"{cell_name}.cdx.json"
+
+
+def _docker_build(client, ctx: Path, tag: str, log, no_cache: bool = False, labels: dict[str, str] | None = None,
+                  container_limits: dict | None = None) -> str:
     """Run docker build, tag only on success; labels are added to the image after the Dockerfile's own.  Its output goes to results/logs/build-<tag>.log with a heartbeat
     and the Step lines on the console (cpython_perf.progress; every line with --verbose); a failure's message
     has the log's tail."""
@@ -355,7 +403,8 @@ def _docker_build(client, ctx: Path, tag: str, log, no_cache: bool = False, labe
     with progress.Progress(f"docker build {tag}", progress.log_path(f"build-{tag}"), log) as step:
         try:
             stream = client.api.build(path=str(ctx), tag=tag, rm=True, forcerm=True, decode=True, pull=False,
-                                      nocache=no_cache, labels=labels or None)
+                                      nocache=no_cache, labels=labels or None,
+                                      container_limits=container_limits)
             for chunk in stream:
                 if "stream" in chunk:
                     for line in chunk["stream"].splitlines():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
@@ -152,16 +153,33 @@ def cross_environment(cell: Cell) -> dict[str, str]:
     }
 
 
+# where a cell's source tree is built, and stays (CPython's own tests run there)
+DEFAULT_WORK_DIR = "/usr/src"
+
+
+@dataclass(frozen=True)
+class BuildVariation:
+    """A cell build run under other conditions than the image's own (cpython_perf.reproducibility): a shell
+    prefix of the build command (umask, locale, time zone) and another build directory."""
+
+    prefix: str
+    work_dir: str
+
+
 def render_cell_dockerfile(cell: Cell, base_image: str, inputs_digest: str = "unset", *,
                            target_base_image: str = "", build_python_image: str = "",
-                           host: str | None = None) -> str:
+                           host: str | None = None, variation: "BuildVariation | None" = None) -> str:
     """The cell's Dockerfile.  A cell of an arch the host runs natively builds on
     base_image (build_base_image_tag: the host's, or i386's own, under its
     personality); a foreign-arch cell is cross-compiled on base_image (with
     build_python_image's interpreter as the build Python) and installed on
-    target_base_image.  host: the arch of the machine that builds it (default: this one)."""
+    target_base_image.  host: the arch of the machine that builds it (default: this one).  variation: the
+    build run under other conditions (cpython_perf.reproducibility; a natively built cell only); without
+    it, the Dockerfile every build uses."""
     if not cell.foreign_on(host or HOST_ARCH):
         return _environment().get_template("cell.Dockerfile.j2").render(
+            build_prefix=variation.prefix if variation else "",
+            work_dir=variation.work_dir if variation else DEFAULT_WORK_DIR,
             cell=cell,
             arch=cell.arch_facts,
             base_image=base_image,
@@ -169,6 +187,8 @@ def render_cell_dockerfile(cell: Cell, base_image: str, inputs_digest: str = "un
             patches=cell.series is not None,
             inputs_digest=inputs_digest,
         )
+    if variation is not None:
+        raise ValueError(f"{cell.name} is cross-compiled: a varied build is only made of a natively built cell")
     if not (target_base_image and build_python_image):
         raise ValueError(f"{cell.name} is cross-compiled: its target base and build Python images are needed")
     return _environment().get_template("cell-cross.Dockerfile.j2").render(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cpython_perf import build, images, render
+from cpython_perf import build, images, render, sbom
 from cpython_perf.errors import MatrixError
 from cpython_perf.matrix import ARCH_FACTS, HOST_ARCH, load_matrix, runs_natively
 
@@ -170,10 +170,14 @@ def test_i386_build_makes_only_its_own_base(monkeypatch, tmp_path):
     monkeypatch.setattr(images, "_bootstrap_base",
                         lambda client, suite, packages, tag, log, debian_arch=None:
                         calls.append(("bootstrap", tag, debian_arch, "linux-perf" in packages)))
-    monkeypatch.setattr(images, "prepare_context", lambda inputs, ctx: "")
-    monkeypatch.setattr(images, "_docker_build", lambda client, ctx, tag, log, no_cache=False, labels=None:
+    monkeypatch.setattr(images, "prepare_context", lambda inputs, ctx, variation=None: "")
+    monkeypatch.setattr(images, "_docker_build",
+                        lambda client, ctx, tag, log, no_cache=False, labels=None, container_limits=None:
                         calls.append(("build", tag)))
+    monkeypatch.setattr(sbom, "cell_facts", lambda *a, **k: None)
+    monkeypatch.setattr(images, "attach_sbom", lambda client, inputs, tag, suite, log, save=True, facts=None:
+                        calls.append(("sbom", tag)))
     inputs = images.CellInputs(cell, render.build_base_image_tag(matrix.base_suite, "i386"), tmp_path / "t", [], "d")
     images.build_cell_image(_Client(()), inputs, matrix.base_suite, log=lambda *_: None)
     assert calls == [("bootstrap", render.arch_base_image_tag(matrix.base_suite, "i386"), "i386", False),
-                     ("build", "cpython-perf:3.13-release-i386")]
+                     ("build", "cpython-perf:3.13-release-i386"), ("sbom", "cpython-perf:3.13-release-i386")]
