@@ -372,6 +372,11 @@ perf_map_after_fork_child(void)
 }
 
 
+/* The trampoline's evaluator while the eval loop may run the frames it pushes
+   itself through it (pycore_perf_trampoline.h); set where the evaluator is
+   installed or removed.  Defined on every platform: the eval loop reads it. */
+_PyFrameEvalFunction _PyPerf_TrampolineEvalFrame = NULL;
+
 #ifdef PY_HAVE_PERF_TRAMPOLINE
 
 #include <sys/mman.h>                 // mmap(), mprotect()
@@ -477,6 +482,7 @@ remove_trampoline_evaluator(PyInterpreterState *interp)
                                            : _PyEval_EvalFrameDefault);
     }
     perf.prev_eval = NULL;
+    _PyPerf_TrampolineEvalFrame = NULL;
 }
 
 /* Set an OSError (PermissionError for EACCES, ...) naming what failed. */
@@ -791,9 +797,8 @@ done:
 static inline py_trampoline
 get_trampoline(PyCodeObject *co)
 {
-    code_entry_t *entry = NULL;
-    (void)_PyCode_GetExtra((PyObject *)co, perf.extra_code_index,
-                           (void **)&entry);   // never fails for a code object
+    code_entry_t *entry = (code_entry_t *)_PyPerf_CodeExtra(
+        co, perf.extra_code_index);
     if (entry != NULL
         && entry->published[perf.output] == perf.output_gen[perf.output])
     {
@@ -802,8 +807,13 @@ get_trampoline(PyCodeObject *co)
     return publish_trampoline(co, entry);
 }
 
-static PyObject *
-py_trampoline_evaluator(PyThreadState *ts, _PyPerf_Frame *frame, int throwflag)
+/* py_trampoline_evaluator() when the code object's trampoline is not
+   published yet or an evaluator found at activation is to run: out of line,
+   so that the evaluator itself, called for every frame, saves no registers
+   and jumps straight into the trampoline. */
+static _PyPerf_NO_INLINE PyObject *
+py_trampoline_evaluator_slow(PyThreadState *ts, _PyPerf_Frame *frame,
+                             int throwflag)
 {
     _PyFrameEvalFunction next = perf.prev_eval != NULL
                                 ? perf.prev_eval : _PyEval_EvalFrameDefault;
@@ -814,6 +824,22 @@ py_trampoline_evaluator(PyThreadState *ts, _PyPerf_Frame *frame, int throwflag)
         }
     }
     return next(ts, frame, throwflag);
+}
+
+static PyObject *
+py_trampoline_evaluator(PyThreadState *ts, _PyPerf_Frame *frame, int throwflag)
+{
+    if (perf.prev_eval == NULL && perf.status == PERF_STATUS_OK) {
+        code_entry_t *entry = (code_entry_t *)_PyPerf_CodeExtra(
+            _PyPerf_FRAME_CODE(frame), perf.extra_code_index);
+        if (entry != NULL
+            && entry->published[perf.output] == perf.output_gen[perf.output])
+        {
+            return entry->trampoline(ts, frame, throwflag,
+                                     _PyEval_EvalFrameDefault);
+        }
+    }
+    return py_trampoline_evaluator_slow(ts, frame, throwflag);
 }
 
 /* Called by a backend's write_state when the entry could not be written
@@ -1000,6 +1026,8 @@ _PyPerfTrampoline_Init(int activate)
         _PyInterpreterState_SetEvalFrameFunc(interp, py_trampoline_evaluator);
         _PyPerf_AFTER_HOOK_INSTALLED();
     }
+    _PyPerf_TrampolineEvalFrame = perf.prev_eval == NULL
+                                  ? py_trampoline_evaluator : NULL;
 #endif
     return 0;
 }

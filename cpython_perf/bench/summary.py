@@ -270,8 +270,9 @@ def _fast_path_paragraph(directory: Path) -> list[str]:
     """What the 3.13 series' fast-path patch changes, with the figures of the newest runs (3.13-fp, -X perf)."""
     row = next((r for r in mode_costs(directory) if r["cell"] == f"{NATIVE_REFERENCE}-fp" and r["mode"] == "perf"),
                None)
-    text = ("The 3.13 series keeps those paths ([patches/3.13/README.md](patches/3.13/README.md), "
-            "`0020-perf-trampoline-keep-fast-paths.patch`): when the evaluator is the trampoline's own, the "
+    text = ("The 3.13 series and the 3.11 backport keep those paths ([patches/3.13/README.md](patches/3.13/README.md) "
+            "`0020-perf-trampoline-keep-fast-paths.patch`, [patches/3.11/README.md](patches/3.11/README.md) "
+            "`0006-perf-trampoline-keep-fast-paths.patch`): when the evaluator is the trampoline's own, the "
             "specialised instructions push the new frame as they would without it and enter it through the "
             "trampoline, so every Python frame still gets its own trampoline frame (the shape catalogue checks it "
             "for each such path), and a plain return builds no `StopIteration`. What remains is one C call per "

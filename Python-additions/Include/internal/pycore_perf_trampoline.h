@@ -41,11 +41,65 @@ typedef PyFrameObject _PyPerf_Frame;
  * specialized before are made to deoptimize by invalidating the type
  * version tags they were specialized for (PyType_Modified() on object
  * reaches every type).  3.12+ checks the evaluator in the instruction
- * instead; before 3.11 nothing is inlined. */
+ * instead, and so does 3.11's with the series' 0006, which runs the frame
+ * through the trampoline's own evaluator (_PyPerf_EvalLoopMayPushFrame()
+ * below); before 3.11 nothing is inlined. */
 #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
 #  define _PyPerf_AFTER_HOOK_INSTALLED() PyType_Modified(&PyBaseObject_Type)
 #else
 #  define _PyPerf_AFTER_HOOK_INSTALLED() ((void)0)
+#endif
+
+/* _PyPerf_CodeExtra(code, index): what _PyCode_GetExtra() gives (NULL if
+ * nothing is stored at index), read without a call: the trampoline's
+ * evaluator does it for every frame.  co_extra has had this layout (the
+ * private _PyCodeObjectExtra of Objects/codeobject.c) since PEP 523. */
+typedef struct {
+    Py_ssize_t ce_size;
+    void *ce_extras[1];
+} _PyPerf_CodeExtraHolder;
+
+static inline void *
+_PyPerf_CodeExtra(PyCodeObject *code, Py_ssize_t index)
+{
+    _PyPerf_CodeExtraHolder *holder = (_PyPerf_CodeExtraHolder *)code->co_extra;
+    if (holder == NULL || index < 0 || holder->ce_size <= index) {
+        return NULL;
+    }
+    return holder->ce_extras[index];
+}
+
+#if defined(__GNUC__) || defined(__clang__)
+#  define _PyPerf_NO_INLINE __attribute__((noinline))
+#  define _PyPerf_UNLIKELY(cond) __builtin_expect(!!(cond), 0)
+#else
+#  define _PyPerf_NO_INLINE
+#  define _PyPerf_UNLIKELY(cond) (cond)
+#endif
+
+/* The trampoline's frame evaluator while it is the interpreter's evaluator
+ * and runs no other PEP 523 evaluator under it; NULL otherwise. */
+extern _PyFrameEvalFunction _PyPerf_TrampolineEvalFrame;
+
+#if PY_VERSION_HEX >= 0x030B0000
+#  include "pycore_interp.h"          // PyInterpreterState.eval_frame
+/* Whether 3.11's eval loop may push a Python frame itself (inlined calls,
+ * CALL_PY_EXACT_ARGS, CALL_PY_WITH_DEFAULTS, BINARY_SUBSCR_GETITEM): with
+ * no PEP 523 evaluator it runs the frame inline; under the trampoline's own
+ * evaluator it runs the pushed frame through that evaluator, so that the
+ * frame keeps its trampoline (patches/3.11, 0006).  Any other evaluator
+ * sees every frame: those instructions take their generic paths.  3.9's
+ * eval loop pushes no frame itself. */
+static inline int
+_PyPerf_EvalLoopMayPushFrame(PyInterpreterState *interp)
+{
+    _PyFrameEvalFunction eval_frame = interp->eval_frame;
+    // Without an evaluator: one test and a branch not taken, as before
+    if (_PyPerf_UNLIKELY(eval_frame != NULL)) {
+        return eval_frame == _PyPerf_TrampolineEvalFrame;
+    }
+    return 1;
+}
 #endif
 
 /* ---- backends --------------------------------------------------------- */
