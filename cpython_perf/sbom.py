@@ -48,6 +48,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import patches
+from .sources import sha256_of
 from .errors import DriverError
 
 SPEC_VERSION = "1.6"
@@ -82,14 +83,6 @@ def _cdx():
 
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -332,7 +325,7 @@ def cell_facts(inputs, packages: list[DebPackage], sde: int | None = None, distr
     recipe = cell.recipe
     patch_files = tuple(PatchFile.of(str(p.path.relative_to(PROJECT_ROOT)), p.path.read_bytes())
                         for p in inputs.patches)
-    additions = tuple((f"Python-additions/{rel}", sha256_file(additions_root / rel)) for rel in cell.additions)
+    additions = tuple((f"Python-additions/{rel}", sha256_of(additions_root / rel)) for rel in cell.additions)
     header = PROJECT_ROOT / "patches" / "backport-additions.dep3"
     additions_fields = tuple(dep3_fields(header.read_text())) if additions and header.is_file() else ()
     return CellFacts(
@@ -341,7 +334,7 @@ def cell_facts(inputs, packages: list[DebPackage], sde: int | None = None, distr
         inputs_digest=inputs.digest, base_image=inputs.target_base_tag or inputs.base_tag,
         source_url=recipe.url, source_file=recipe.filename, source_sha256=recipe.sha256,
         source_date_epoch=sde if sde is not None else source_date_epoch(inputs.tarball),
-        build_script_sha256=sha256_file(render.BUILD_SCRIPT),
+        build_script_sha256=sha256_of(render.BUILD_SCRIPT),
         dockerfile_sha256=sha256_bytes(inputs.dockerfile(inputs.digest).encode()),
         patches=patch_files, additions=additions, additions_fields=additions_fields, packages=tuple(packages),
         distro=distro)
@@ -492,19 +485,19 @@ def lane_facts(lane, matrix, packages_dir: Path, dsc: Path) -> LaneFacts:
         if not path.is_file():
             raise DriverError(f"{path} (named in {done_path}) is missing: build again with `nox -s deb-{lane.name}`")
         deb_file_facts(name)
-        debs.append((name, sha256_file(path)))
+        debs.append((name, sha256_of(path)))
     buildinfo = next((n for n in done.get("changes_files", []) if n.endswith(".buildinfo")), "")
     build_depends: list[DebPackage] = []
     buildinfo_sha = ""
     if buildinfo:
         text = (packages_dir / buildinfo).read_text(errors="replace")
-        buildinfo_sha = sha256_file(packages_dir / buildinfo)
+        buildinfo_sha = sha256_of(packages_dir / buildinfo)
         _, build_depends = parse_buildinfo(text)
     built_at = int(datetime.fromisoformat(done["built_at"]).timestamp()) if done.get("built_at") else 0
     return LaneFacts(
         lane=lane.name, suite=lane.suite, source_package=lane.source_package,
         package_version=lane.package_version, built_version=done.get("version", ""), dsc_name=dsc.name,
-        dsc_sha256=sha256_file(dsc),
+        dsc_sha256=sha256_of(dsc),
         dsc_files=tuple((n, size, sha) for n, (size, sha) in sorted(dsc_checksums(dsc_text).items())),
         patches=tuple(PatchFile.of(f"debian/patches/{deb_build.PATCH_SUBDIR}/{n}", form_files[n]) for n in names),
         environment=tuple(sorted(env.items())), build_key=key, build_image=image, debs=tuple(debs),
