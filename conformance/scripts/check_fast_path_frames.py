@@ -11,7 +11,7 @@ from the start (sites specialized under the trampoline) and once with
 sys.activate_stack_trampoline("perf") called after every shape ran hot
 without it (sites specialized before).  Each shape's leaf does nearly all of
 the work; must hold, for each shape in each run: of the samples taken in its
-leaf (at least 30), at least 90% show the whole chain of Python frames from
+leaf (at least 30), at least 80% show the whole chain of Python frames from
 the leaf out to the shape's driver, each with its own py:: frame, in order
 and with nothing between them.  Exit 2 (cannot check) without perf and where
 the interpreter is not built with frame pointers (perf -g cannot walk its
