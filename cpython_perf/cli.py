@@ -88,6 +88,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rebuild", action="store_true", help="build again even if the cache has these packages")
     p.add_argument("--no-checks", action="store_true", help="build (and lintian) only: no install images, no checks")
     p.add_argument("--no-lintian", action="store_true", help="skip lintian and the archive comparison")
+    p = sub.add_parser("deb-check", help="is each deb lane on the archive's newest revision of its source package? "
+                                         "(exit 1: a lane is behind; cpython_perf/distro/deb_check.py)")
+    p.add_argument("lanes", nargs="*", help="lanes of matrix.yaml distros: (default: all)")
+    p = sub.add_parser("apt-repo", help="the built deb lanes' packages as a signed apt repository, one suite per "
+                                        "Debian release (reprepro; cpython_perf/distro/apt_repo.py)")
+    from .distro import apt_repo
+
+    apt_repo.add_arguments(p)
     p = sub.add_parser("profile", help="run your own program under real perf in a cell's image (or any image): "
                                        "perf.data, perf script text, a flame graph written to --out "
                                        "(cpython_perf/profile.py)",
@@ -174,6 +182,14 @@ def main(argv: list[str] | None = None) -> int:
                   "README.txt)")
         elif args.command == "profile":
             return profile.main(matrix, args, program, _log)
+        elif args.command == "deb-check":
+            from .distro import deb_check
+
+            return deb_check.main(matrix, args.lanes, _log)
+        elif args.command == "apt-repo":
+            from .distro import apt_repo
+
+            return apt_repo.main(matrix, args, _log)
         elif args.command == "deb":
             from .distro import deb_build
 
