@@ -415,3 +415,17 @@ def test_the_command_line_says_what_is_missing(tmp_path, monkeypatch):
     proc_err.clear()
     assert cli.main(["apt-repo"]) == 2
     assert "no signing key" in "".join(proc_err)
+
+
+def test_the_security_archive_can_be_named_like_the_main_one(monkeypatch):
+    from cpython_perf import sources
+    from cpython_perf.distro import source_packages
+
+    monkeypatch.setenv("CPYTHON_PERF_DEBIAN_ARCHIVE", "http://mirror.invalid/debian")
+    monkeypatch.setenv("CPYTHON_PERF_DEBIAN_SECURITY_ARCHIVE", "http://mirror.invalid/debian-security")
+    entries = source_packages.archive_entries()
+    assert entries["main"]["uri"] == "http://mirror.invalid/debian"
+    assert entries["security"] == {"uri": "http://mirror.invalid/debian-security", "signed_by": None}
+    assert "deb http://mirror.invalid/debian-security bookworm-security main" in \
+        __import__("cpython_perf.distro.deb_build", fromlist=["x"]).archive_lines(["bookworm-security"], entries)
+    assert sources.DEBIAN_ARCHIVE_ENV == "CPYTHON_PERF_DEBIAN_ARCHIVE"

@@ -133,11 +133,20 @@ def check_cached(directory: Path, package: str, version: str) -> list[str]:
     return problems
 
 
-def archive_entries(paths=sources.APT_SOURCE_FILES) -> dict[str, dict]:
+SECURITY_ARCHIVE_ENV = "CPYTHON_PERF_DEBIAN_SECURITY_ARCHIVE"
+
+
+def archive_entries(paths=sources.APT_SOURCE_FILES, environ=None) -> dict[str, dict]:
     """This machine's Debian archive entries: {"main": {...}, "security": {...}} (uri, signed_by); the
-    security archive is the entry whose suites end in -security, if the machine has one."""
+    security archive is $CPYTHON_PERF_DEBIAN_SECURITY_ARCHIVE where set (as $CPYTHON_PERF_DEBIAN_ARCHIVE
+    names the main one: a machine whose own apt sources are not Debian's, a CI runner), else the entry whose
+    suites end in -security, if the machine has one."""
+    environ = os.environ if environ is None else environ
     main = sources.machine_archive_entry(paths)
     found = {"main": main}
+    override = environ.get(SECURITY_ARCHIVE_ENV, "").strip()
+    if override and paths is sources.APT_SOURCE_FILES:
+        found["security"] = {"uri": override, "signed_by": None}
     for entry in sources.apt_entries(paths):
         if "deb" in entry["types"] and entry["uris"] and any(s.endswith("-security") for s in entry["suites"]):
             found.setdefault("security", {"uri": entry["uris"][0], "signed_by": entry.get("signed_by")})
