@@ -429,3 +429,43 @@ def test_the_security_archive_can_be_named_like_the_main_one(monkeypatch):
     assert "deb http://mirror.invalid/debian-security bookworm-security main" in \
         __import__("cpython_perf.distro.deb_build", fromlist=["x"]).archive_lines(["bookworm-security"], entries)
     assert sources.DEBIAN_ARCHIVE_ENV == "CPYTHON_PERF_DEBIAN_ARCHIVE"
+
+
+def test_a_signing_subkey_alone_signs_under_the_primary_fingerprint(gnupghome, tmp_path):
+    """The maintainers' way (docs/packagers.md): the primary key offline, CI given only a signing subkey
+    (gpg --export-secret-subkeys); --expect-fingerprint names the primary, which users compare with."""
+    gnupghome.mkdir(mode=0o700, exist_ok=True)
+    g = ["gpg", "--homedir", str(gnupghome), "--batch", "--passphrase", ""]
+    subprocess.run([*g, "--quick-gen-key", "primary <apt@example.invalid>", "ed25519", "cert", "1d"], check=True,
+                   capture_output=True)
+    primary = apt_repo.secret_fingerprints(gnupghome)[0]
+    subprocess.run([*g, "--quick-add-key", primary, "ed25519", "sign", "1d"], check=True, capture_output=True)
+    subkeys = subprocess.run([*g, "--armor", "--export-secret-subkeys", primary], check=True,
+                             capture_output=True).stdout
+    with apt_repo.signing_key(key_env="K", expect=primary, environ={"K": subkeys.decode()}) as key:
+        assert key.fingerprint == primary
+        listing = subprocess.run(["gpg", "--homedir", str(key.gnupghome), "--with-colons", "--list-secret-keys"],
+                                 capture_output=True, text=True).stdout
+        assert any(line.startswith("sec:") and line.split(":")[14] == "#" for line in listing.splitlines()), \
+            "the primary's secret part is not there: only the subkey signs"
+
+
+def test_perf_revision_n_moves_the_version_and_the_build_but_not_the_symbols():
+    """A second build of the same Debian revision (a series change) is +perf2: above +perf1, still below
+    Debian's next update; the build cache key changes with it (+perf1 keys stay as they were), the minimal
+    version of the added symbols stays +perf1~ (which +perf2 satisfies)."""
+    from cpython_perf.distro import deb_build
+
+    lane = MATRIX.distros["bookworm-3.11"]
+    second = dataclasses.replace(lane, perf_revision=2)
+    assert lane.perf_revision == 1 and lane.perf_version == "3.11.2-6+deb12u8+perf1"
+    assert second.perf_version == "3.11.2-6+deb12u8+perf2"
+    assert deb_check.compare_versions(second.perf_version, "gt", lane.perf_version)
+    assert deb_check.policy_problems(second) == []
+    assert deb_build.symbols_version(lane.package_version) == "3.11.2-6+deb12u8+perf1~"
+    assert deb_check.compare_versions(second.perf_version, "ge", deb_build.symbols_version(lane.package_version))
+    dsc = Path(__file__)   # any file: the key hashes its bytes
+    keys = {n: deb_build.build_key(dataclasses.replace(lane, perf_revision=n), dsc, {}, {}, "img") for n in (1, 2)}
+    assert keys[1] != keys[2]
+    entry = deb_build.changelog_entry(second, ["a.patch"], [], "", __import__("datetime").datetime(2026, 1, 1))
+    assert entry.startswith("python3.11 (3.11.2-6+deb12u8+perf2) bookworm; urgency=medium")

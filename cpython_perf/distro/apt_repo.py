@@ -8,7 +8,7 @@ One suite per Debian release of matrix.yaml `distros:` (bullseye, bookworm, trix
 packages of every lane of that release that is built.  What goes in is what the lanes built
 (~/.cache/cpython-perf/deb/<lane>/<key>/, listed by the build's DONE file): the build with the series and
 the frame-pointer flags (not --without-series, not --release-grade) whose version is the lane's
-`<package_version>+perf1`, the newest if there are several; every .deb is checked against the sha256 its
+`perf_version` (`<package_version>+perfN`), the newest if there are several; every .deb is checked against the sha256 its
 .changes lists, and its control fields against the lane's version.
 
 The repository is made by reprepro (Debian's own, packaged): its conf/distributions is the whole
@@ -82,11 +82,9 @@ class LaneBuild:
 def wanted_build(done: dict, lane: DistroLane) -> bool:
     """Whether a DONE file describes the build users get: the series added, the frame-pointer flags
     (DEB_CFLAGS_APPEND; --release-grade builds have none), the lane's +perf version."""
-    from .deb_build import perf_version
-
     flavour = done.get("flavour") or {}
     return (flavour.get("with_series") is True and "DEB_CFLAGS_APPEND" in (flavour.get("environment") or {})
-            and done.get("version") == perf_version(lane.package_version))
+            and done.get("version") == lane.perf_version)
 
 
 def find_lane_build(lane: DistroLane, cache_root: Path | None = None) -> LaneBuild | None:

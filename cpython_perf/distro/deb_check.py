@@ -2,7 +2,8 @@
 version policy of the packages the lanes build.
 
 The version policy.  A lane builds Debian's `<package_version>` with the series added as
-`<package_version>+perf1` (deb_build.perf_version): it sorts right above the archive's build of the same
+`<package_version>+perfN` (N: matrix.yaml's distros.<lane>.perf_revision, 1 unless the packages of the same
+revision changed; DistroLane.perf_version): it sorts right above the archive's build of the same
 revision, so `apt-get install`/`upgrade` from a repository that carries it prefers it to the archive's
 identical-but-unpatched build, and below Debian's next update of the package (`+debNNu(K+1)`, a security or
 point-release upload), so that update wins as soon as the archive has it and the user is never held on an
@@ -66,9 +67,7 @@ def next_update_version(package_version: str, suite: str) -> str:
 
 def policy_problems(lane: DistroLane) -> list[str]:
     """Where the lane's +perf version breaks the policy (empty: it holds)."""
-    from .deb_build import perf_version
-
-    ours, archive = perf_version(lane.package_version), lane.package_version
+    ours, archive = lane.perf_version, lane.package_version
     update = next_update_version(archive, lane.suite)
     problems = []
     if not _UPDATE.search(archive):
@@ -106,8 +105,9 @@ class LaneState:
             return f"{head} is the archive's newest ({self.newest_suite}){ahead}"
         gone = "" if self.lane_listed else "; the lane's version is no longer listed at all"
         return (f"{head} is BEHIND the archive's {self.newest} ({self.newest_suite}){gone}: apt prefers the "
-                f"archive's build to the lane's {lane.package_version}+perf1. Rebuild the lane on it: set "
-                f"distros.{lane.name}.package_version to {self.newest} in matrix.yaml, `nox -s {lane.session}` "
+                f"archive's build to the lane's {lane.perf_version}. Rebuild the lane on it: set "
+                f"distros.{lane.name}.package_version to {self.newest} in matrix.yaml (perf_revision back to 1), "
+                f"`nox -s {lane.session}` "
                 "(the series must apply after the new revision's patches), then publish the repository "
                 "(`nox -s apt-repo`)")
 
