@@ -137,12 +137,22 @@ def archive_line(suite: str) -> str:
     return line.replace("deb ", "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] ", 1)
 
 
-def in_container(image: str, served: dict, script: str, name: str | None = None, keep: bool = False):
+def transcript(lane, what: str, text: str) -> None:
+    """The container's output, kept in results/apt-repo/<lane>/<what>.txt (gitignored)."""
+    keep = PROJECT_ROOT / "results" / "apt-repo" / lane.name
+    keep.mkdir(parents=True, exist_ok=True)
+    (keep / f"{what}.txt").write_text(text)
+
+
+def in_container(image: str, served: dict, script: str, what: str, name: str | None = None, keep: bool = False):
     cmd = ["docker", "run", "--network", "host", "-e", "DEBIAN_FRONTEND=noninteractive",
            "-v", f"{served['root'] / 'good' / apt_repo.KEYRING}:{KEYRING_IN}:ro"]
     cmd += ["--name", name] if name else []
     cmd += [] if keep else ["--rm"]
-    return subprocess.run([*cmd, image, "sh", "-c", script], capture_output=True, text=True, timeout=1800)
+    done = subprocess.run([*cmd, image, "sh", "-xc", script], capture_output=True, text=True, timeout=1800)
+    transcript(served["lane"], what, f"$ docker run ... {image}\n{done.stdout}\n--- stderr (sh -x: the commands)\n"
+                                     f"{done.stderr}\nexit {done.returncode}\n")
+    return done
 
 
 def our_line(served: dict, variant: str = "good") -> str:
@@ -166,7 +176,7 @@ apt-get install -y -q python{lane.version}
 {SHOW}
 python{lane.version} -X perf -c 'import sys; print("TRAMPOLINE", sys.is_stack_trampoline_active())'
 """
-    done = in_container(pristine(lane.suite), served, script)
+    done = in_container(pristine(lane.suite), served, script, "install")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     installed = versions_in(done.stdout)
     ours = lane.perf_version
@@ -189,7 +199,7 @@ apt-get update -q
 apt-get upgrade -y -q
 echo AFTER; {SHOW}
 """
-    done = in_container(pristine(lane.suite), served, script)
+    done = in_container(pristine(lane.suite), served, script, "upgrade")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     before, after = done.stdout.split("AFTER", 1)
     assert {p: versions_in(before)[p] for p in lane_packages(lane)} == {p: lane.package_version for p in lane_packages(lane)}
@@ -208,7 +218,7 @@ def test_with_the_security_suite_apt_takes_what_deb_check_calls_newest(served, p
 apt-get update -q
 apt-cache policy python{lane.version} | sed -n 's/^ *Candidate: /CANDIDATE /p'
 """
-    done = in_container(pristine(lane.suite), served, script)
+    done = in_container(pristine(lane.suite), served, script, "with-security")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert f"CANDIDATE {expected}\n" in done.stdout, (state.describe(), done.stdout[-2000:])
 
@@ -217,7 +227,7 @@ apt-cache policy python{lane.version} | sed -n 's/^ *Candidate: /CANDIDATE /p'
     ("inrelease", r"(BADSIG|signatures were invalid)"),
     ("release", r"(BADSIG|signatures were invalid)"),
     ("deb", r"(Hash Sum mismatch|Hashes of expected file)"),
-])
+], ids=["inrelease", "release", "deb"])
 def test_apt_refuses_a_tampered_repository(served, pristine, variant, refusal):
     import re
 
@@ -227,7 +237,7 @@ apt-get update -q 2>&1; echo "UPDATE $?"
 apt-get install -y -q python{lane.version} 2>&1; echo "INSTALL $?"
 {SHOW} || true
 """
-    done = in_container(pristine(lane.suite), served, script)
+    done = in_container(pristine(lane.suite), served, script, f"tampered-{variant}")
     out = done.stdout + done.stderr
     assert re.search(refusal, out), out[-3000:]
     ours = lane.perf_version
@@ -252,7 +262,7 @@ apt-get install -y -q python{lane.version} {perf}
 {SHOW}
 """
     try:
-        done = in_container(pristine(lane.suite), served, script, name=name, keep=True)
+        done = in_container(pristine(lane.suite), served, script, "perf-image", name=name, keep=True)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         assert versions_in(done.stdout)[f"python{lane.version}"] == lane.perf_version
         subprocess.run(["docker", "commit", name, image], check=True, capture_output=True)
@@ -260,9 +270,7 @@ apt-get install -y -q python{lane.version} {perf}
                               "--python", lane.python, "--expect-modes", ",".join(lane.modes),
                               "--results", str(tmp_path)], cwd=PROJECT_ROOT, capture_output=True, text=True,
                              timeout=3600, env=dict(os.environ, PYTHONPATH=str(PROJECT_ROOT)))
-        keep = PROJECT_ROOT / "results" / "apt-repo" / lane.name
-        keep.mkdir(parents=True, exist_ok=True)
-        (keep / "conformance.txt").write_text(run.stdout + run.stderr)
+        transcript(lane, "conformance", run.stdout + run.stderr)
         assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
         assert " passed" in run.stdout and " failed" not in run.stdout.splitlines()[-1]
     finally:
