@@ -18,7 +18,8 @@ ca-certificates, the release's own suite only, as tests/test_quick_start.py make
   tampered   a byte of InRelease's signed text changed; InRelease removed and a byte of Release changed with
              the old Release.gpg kept; a byte of the python3.X .deb changed (its size kept): apt refuses each
              (BADSIG / not signed, and a hash mismatch), and installs nothing from it.
-  perf       the interpreter installed from the repository, with linux-perf of the lane's perf_suite, through
+  perf       the interpreter installed from the repository (with its -dev package and a C compiler, for the
+             check scripts that build a shim or an extension), with linux-perf of the lane's perf_suite, through
              the conformance suite's external target (`python -m cpython_perf.external conformance
              --expect-modes` the lane's modes: the perf chain, and perf_jit where the release's perf allows).
 """
@@ -258,7 +259,7 @@ def test_the_installed_interpreter_passes_the_conformance_external_target(served
     script = f"""set -e
 {extra}{our_line(served)}
 apt-get update -q
-apt-get install -y -q python{lane.version} {perf}
+apt-get install -y -q python{lane.version} python{lane.version}-dev gcc libc6-dev {perf}
 {SHOW}
 """
     try:
