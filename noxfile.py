@@ -12,6 +12,8 @@
   nox -s x86_64               build and check every x86_64 cell (the whole host matrix; not in CI)
   nox -s aarch64              build and check every aarch64 cell (cross builds, qemu-user, qemu-system guests)
   nox -s i386                 build and check the build-only i386 cells (native, no trampoline: no perf)
+  nox -s apt-repo -- --key FPR    the built deb lanes as a signed apt repository in dist/apt/
+  nox -s deb-check            is each deb lane on the archive's newest revision? (exit 1: one is behind)
 """
 
 import sys
@@ -287,3 +289,20 @@ def _deb_session(lane):
 
 for _lane in MATRIX.distros.values():
     _deb_session(_lane)
+
+
+@nox.session(name="apt-repo", default=False)
+def apt_repo(session):
+    """The built deb lanes' packages as a signed apt repository in dist/apt/, one suite per Debian release:
+    nox -s apt-repo -- --key FINGERPRINT | --key-file FILE | --key-env VARIABLE [--lane LANE] [--out DIR]
+    (cpython_perf/distro/apt_repo.py)."""
+    _install(session)
+    _driver(session, "apt-repo", *session.posargs)
+
+
+@nox.session(name="deb-check", default=False)
+def deb_check(session):
+    """Is each deb lane on the archive's newest revision of its source package? Exit 1 when one is behind
+    (cpython_perf/distro/deb_check.py)."""
+    _install(session)
+    _driver(session, "deb-check", *session.posargs)

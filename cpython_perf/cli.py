@@ -114,6 +114,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--other-build-path", action="store_true",
                    help="build b in another directory too (CPython records its build directory: shows what that "
                         "changes)")
+    p = sub.add_parser("deb-check", help="is each deb lane on the archive's newest revision of its source package? "
+                                         "(exit 1: a lane is behind; cpython_perf/distro/deb_check.py)")
+    p.add_argument("lanes", nargs="*", help="lanes of matrix.yaml distros: (default: all)")
+    p = sub.add_parser("apt-repo", help="the built deb lanes' packages as a signed apt repository, one suite per "
+                                        "Debian release (reprepro; cpython_perf/distro/apt_repo.py)")
+    from .distro import apt_repo
+
+    apt_repo.add_arguments(p)
     p = sub.add_parser("profile", help="run your own program under real perf in a cell's image (or any image): "
                                        "perf.data, perf script text, a flame graph written to --out "
                                        "(cpython_perf/profile.py)",
@@ -218,6 +226,14 @@ def main(argv: list[str] | None = None) -> int:
             return 1 if summary["unexplained"] else 0
         elif args.command == "sbom":
             return build.sbom_command(matrix, args, _log)
+        elif args.command == "deb-check":
+            from .distro import deb_check
+
+            return deb_check.main(matrix, args.lanes, _log)
+        elif args.command == "apt-repo":
+            from .distro import apt_repo
+
+            return apt_repo.main(matrix, args, _log)
         elif args.command == "deb":
             from .distro import deb_build
 

@@ -147,7 +147,7 @@ _VERSION_KEYS = {"recipe", "support", "series", "additions", "additions_header",
 _CELL_KEYS = {"modes", "arches", "vanilla", "build_only"}
 _RECIPE_KEYS = {"version", "url", "sha256", "size", "debian", "configure"}
 _DEBIAN_KEYS = {"package", "suite", "file"}
-_DISTRO_KEYS = {"source_package", "package_version", "suites", "perf_suite", "modes", "description"}
+_DISTRO_KEYS = {"source_package", "package_version", "suites", "perf_suite", "modes", "description", "perf_revision"}
 
 
 # --------------------------------------------------------------------------
@@ -379,6 +379,12 @@ class DistroLane:
     series: Path
     additions: tuple[str, ...]
     additions_header: Path | None = None
+    perf_revision: int = 1       # N of the built packages' <package_version>+perfN (docs/packagers.md)
+
+    @property
+    def perf_version(self) -> str:
+        """The version of the lane's built packages: Debian's, +perfN (sorts right above it)."""
+        return f"{self.package_version}+perf{self.perf_revision}"
 
     @property
     def patch_series(self) -> VersionSeries:
@@ -707,6 +713,10 @@ def _load_distros(where: _Where, data, matrix: Matrix, versions) -> dict[str, Di
         if not (perf_suite == suite or perf_suite.startswith(suite + "-")):
             raise where.error(lane, "perf_suite", f"perf_suite of {name} must be {suite} or one of its suites "
                                                   f"(e.g. {suite}-backports)")
+        perf_revision = lane.get("perf_revision", 1)
+        if not isinstance(perf_revision, int) or isinstance(perf_revision, bool) or perf_revision < 1:
+            raise where.error(lane, "perf_revision", f"perf_revision of {name} must be a whole number from 1 (the N "
+                                                     f"of {pversion}+perfN), not {perf_revision!r}")
         modes = lane.get("modes") or []
         if not isinstance(modes, list) or not all(mode in PERF_MODES for mode in modes):
             raise where.error(lane, "modes", f"modes of {name} must be a list of {', '.join(PERF_MODES)}")
@@ -714,7 +724,8 @@ def _load_distros(where: _Where, data, matrix: Matrix, versions) -> dict[str, Di
             name=name, suite=suite, version=version, description=str(lane.get("description") or ""),
             source_package=package, package_version=pversion, suites=tuple(suites), perf_suite=perf_suite,
             modes=tuple(modes), series=matrix.root / vspec["series"],
-            additions=tuple(vspec.get("additions") or ()), additions_header=matrix.series_of(version).additions_header)
+            additions=tuple(vspec.get("additions") or ()), additions_header=matrix.series_of(version).additions_header,
+            perf_revision=perf_revision)
     return lanes
 
 

@@ -31,7 +31,7 @@ from cpython_perf.ci import plan as ci_plan
 from cpython_perf.matrix import PROJECT_ROOT, load_matrix
 
 WORKFLOWS = PROJECT_ROOT / ".github" / "workflows"
-FILES = ("matrix.yml", "image.yml", "cell.yml", "pins.yml")
+FILES = ("matrix.yml", "image.yml", "cell.yml", "pins.yml", "apt-repo.yml")
 MATRIX_FILES = ("matrix.yml", "image.yml", "cell.yml")   # the regression matrix (pins.yml builds nothing)
 MATRIX = load_matrix()
 INSTALL_NOTE = os.environ.get("CPYTHON_PERF_WORKFLOW_LINT_INSTALL", "")
@@ -43,6 +43,9 @@ PINS = {
     "actions/setup-python": ("5fda3b95a4ea91299a34e894583c3862153e4b97", "v7.0.0"),
     "actions/upload-artifact": ("bbbca2ddaa5d8feaa63e36b76fdaad77386f024f", "v7.0.0"),
     "actions/download-artifact": ("3e5f45b2cfb9172054b4087a40e8e0b5a5461e7c", "v8.0.1"),
+    # read from stored copies of the actions' repositories (tags v5.0.0), not from GitHub itself
+    "actions/upload-pages-artifact": ("fc324d3547104276b827a68afc52ff2a11cc49c9", "v5.0.0"),
+    "actions/deploy-pages": ("cd2ce8fcbc39b97be8ca5fce6e763baed58fa128", "v5.0.0"),
 }
 
 
@@ -294,11 +297,14 @@ def test_actions_pinned_by_commit_hash():
 
 
 def test_permissions_and_triggers():
-    """Read-only everywhere; a job asks for more only where it must: the pin check writes its issue, the image
-    jobs push to GHCR (packages: write), the cell and report jobs pull from it (packages: read)."""
+    """Read-only everywhere; a job asks for more only where it must: the weekly checks write their issues, the
+    image jobs push to GHCR (packages: write), the cell and report jobs pull from it (packages: read), the apt
+    repository's deployment writes GitHub Pages (with the OIDC token deploy-pages proves the run with)."""
     image_jobs = {"bases-0", "images-0", "images-1", "cross-images-0", "cross-images-1"}
     expected = {
-        "pins.yml": {"pin-check": {"contents": "read", "issues": "write"}},
+        "pins.yml": {"pin-check": {"contents": "read", "issues": "write"},
+                     "deb-check": {"contents": "read", "issues": "write"}},
+        "apt-repo.yml": {"deploy": {"pages": "write", "id-token": "write"}},
         "matrix.yml": {**{job: {"contents": "read", "packages": "write"} for job in image_jobs},
                        **{job: {"contents": "read", "packages": "read"} for job in ("cells-0", "cells-1", "report")}},
         "image.yml": {"image": {"contents": "read", "packages": "write"}},
@@ -533,3 +539,30 @@ def test_docker_is_checked_first_on_every_runner():
     for name in ("image.yml", "cell.yml"):
         [job] = load(name)["jobs"].values()
         assert job["steps"][0] == {"name": "docker version", "run": "docker version"}, name
+
+
+def test_the_apt_repository_is_published_from_main_only_and_the_key_reaches_one_step():
+    """apt-repo.yml: never on a pull request; the signing secret is read by the one step that signs (and the
+    presence check, which sees only whether it is set), in a job of the protected `apt-repository`
+    environment; the published key must be the fingerprint committed in keys/; Pages is written by the
+    deploy job alone."""
+    workflow = load("apt-repo.yml")
+    assert set(workflow["on"]) == {"push", "workflow_dispatch"}
+    assert workflow["on"]["push"]["branches"] == ["main"]
+    text = (WORKFLOWS / "apt-repo.yml").read_text()
+    assert text.count("secrets.APT_SIGNING_KEY") == 2
+    job = workflow["jobs"]["repository"]
+    assert job["environment"] == "apt-repository"
+    readers = [s for s in job["steps"] if "secrets.APT_SIGNING_KEY" in str(s.get("env", {}))]
+    assert [s.get("id") for s in readers] == ["ready", "sign"]
+    assert readers[0]["env"] == {"HAS_KEY": "${{ secrets.APT_SIGNING_KEY != '' }}"}
+    sign = readers[1]
+    assert "--key-env APT_SIGNING_KEY" in sign["run"] and "--expect-fingerprint" in sign["run"]
+    assert "keys/apt-repository.fingerprint" in sign["run"]
+    deploy = workflow["jobs"]["deploy"]
+    assert deploy["environment"]["name"] == "github-pages" and deploy["needs"] == "repository"
+    assert [s["uses"].split("@")[0] for s in deploy["steps"]] == ["actions/deploy-pages"]
+    # the deb-check runs weekly beside the pin check and opens an issue instead of failing
+    check = load("pins.yml")["jobs"]["deb-check"]
+    runs = "\n".join(step.get("run", "") for step in check["steps"])
+    assert "python -m cpython_perf deb-check" in runs and "gh issue create" in runs

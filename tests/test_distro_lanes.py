@@ -44,6 +44,8 @@ def test_every_lane_builds_the_pinned_upstream_release():
      "must be a list of perf, perf_jit"),
     ("    source_package: python3.11\n", "    source_package: python3.11\n    flavour: x\n", "flavour: x",
      "flavour"),
+    ("    source_package: python3.11\n", "    source_package: python3.11\n    perf_revision: 0\n", "perf_revision: 0",
+     "must be a whole number from 1"),
 ])
 def test_bad_lanes_name_the_line(project_copy, old, new, needle, message):
     edit(project_copy / "matrix.yaml", old, new)

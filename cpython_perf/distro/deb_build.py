@@ -86,14 +86,16 @@ TRAMPOLINE_CHECK = "import sys; print(sys.is_stack_trampoline_active())"
 # what the lane builds and installs
 
 
-def perf_version(package_version: str) -> str:
-    """The version of the built packages: the archive's, +perf1 (sorts right after it)."""
-    return package_version + PERF_SUFFIX
+def perf_version(package_version: str, revision: int = 1) -> str:
+    """The version of the built packages: the archive's, +perfN (sorts right after it; matrix.yaml's
+    distros.<lane>.perf_revision is N, DistroLane.perf_version)."""
+    return f"{package_version}+perf{revision}"
 
 
 def symbols_version(package_version: str) -> str:
-    """The minimal version the added symbols carry in the symbols file."""
-    return perf_version(package_version) + SYMBOLS_VERSION_SUFFIX
+    """The minimal version the added symbols carry in the symbols file: that of the first +perf build of the
+    revision (+perf1~), which every later +perfN satisfies too."""
+    return package_version + PERF_SUFFIX + SYMBOLS_VERSION_SUFFIX
 
 
 def install_packages(lane: DistroLane) -> list[str]:
@@ -185,7 +187,7 @@ def changelog_date(when: datetime) -> str:
 def changelog_entry(lane: DistroLane, names: list[str], symbols_added: list[str], symbols_path: str,
                     when: datetime, distribution: str | None = None) -> str:
     """The `+perf1` entry put on top of debian/changelog."""
-    version = perf_version(lane.package_version)
+    version = lane.perf_version
     patches_text = ", ".join(names)
     what = (f"Add CPython 3.12/3.13's perf profiler support (perf trampoline, -X perf, -X perf_jit), "
             f"backported to {lane.upstream_version}" if lane.additions else
@@ -224,7 +226,7 @@ def prepare_tree(tree: Path, lane: DistroLane, form_dir: Path | None, names: lis
     debian = tree / "debian"
     if form_dir is None:
         return Prepared([], [], "", lane.package_version)
-    version = perf_version(lane.package_version)
+    version = lane.perf_version
     target = debian / "patches" / PATCH_SUBDIR
     if target.exists():
         raise DriverError(f"{target} exists already: the tree is not pristine")
@@ -631,6 +633,8 @@ def build_key(lane: DistroLane, dsc: Path, form_files: dict[str, bytes], env: di
                  " ".join([*NEW_SYMBOLS, *ARCH_SYMBOLS]).encode(),
                  # the symbols' version only where the series adds them (the backports: lanes with additions)
                  *([symbols_version(lane.package_version).encode()] if lane.additions else []),
+                 # N of +perfN where it is not 1 (the keys of +perf1 builds stay as they were)
+                 *([f"+perf{lane.perf_revision}".encode()] if lane.perf_revision != 1 else []),
                  *(name.encode() + b"\0" + data for name, data in sorted(form_files.items()))):
         digest.update(hashlib.sha256(part).digest())
     return digest.hexdigest()

@@ -133,11 +133,20 @@ def check_cached(directory: Path, package: str, version: str) -> list[str]:
     return problems
 
 
-def archive_entries(paths=sources.APT_SOURCE_FILES) -> dict[str, dict]:
+SECURITY_ARCHIVE_ENV = "CPYTHON_PERF_DEBIAN_SECURITY_ARCHIVE"
+
+
+def archive_entries(paths=sources.APT_SOURCE_FILES, environ=None) -> dict[str, dict]:
     """This machine's Debian archive entries: {"main": {...}, "security": {...}} (uri, signed_by); the
-    security archive is the entry whose suites end in -security, if the machine has one."""
+    security archive is $CPYTHON_PERF_DEBIAN_SECURITY_ARCHIVE where set (as $CPYTHON_PERF_DEBIAN_ARCHIVE
+    names the main one: a machine whose own apt sources are not Debian's, a CI runner), else the entry whose
+    suites end in -security, if the machine has one."""
+    environ = os.environ if environ is None else environ
     main = sources.machine_archive_entry(paths)
     found = {"main": main}
+    override = environ.get(SECURITY_ARCHIVE_ENV, "").strip()
+    if override and paths is sources.APT_SOURCE_FILES:
+        found["security"] = {"uri": override, "signed_by": None}
     for entry in sources.apt_entries(paths):
         if "deb" in entry["types"] and entry["uris"] and any(s.endswith("-security") for s in entry["suites"]):
             found.setdefault("security", {"uri": entry["uris"][0], "signed_by": entry.get("signed_by")})
@@ -151,6 +160,52 @@ def deb_src_stanzas(suites, entries: dict[str, dict]) -> str:
         entry = entries.get("security", entries["main"]) if suite.endswith("-security") else entries["main"]
         stanzas.append(sources.deb_src_stanza(suite, entry))
     return "\n".join(stanzas)
+
+
+def apt_sandbox(apt: Path, suites, entries: dict[str, dict], cwd: Path | None = None):
+    """apt-get (or, with tool=, apt-cache) with only the deb-src entries of suites, its lists and cache
+    under apt (a directory of the caller's): `apt_get("update")`, `apt_get("showsrc", p, tool="apt-cache")`."""
+    for d in ("parts", "lists/partial", "cache/archives/partial"):
+        (apt / d).mkdir(parents=True, exist_ok=True)
+    (apt / "parts" / "cpython-perf-distro.sources").write_text(deb_src_stanzas(suites, entries))
+    options = ["-o", "Dir::Etc::SourceList=/dev/null", "-o", f"Dir::Etc::SourceParts={apt / 'parts'}",
+               "-o", f"Dir::State::Lists={apt / 'lists'}", "-o", f"Dir::Cache={apt / 'cache'}",
+               "-o", "APT::Sandbox::User=root", "-q"]
+
+    def apt_get(*args, tool="apt-get"):
+        return subprocess.run([tool, *options, *args], cwd=cwd or apt, capture_output=True, text=True)
+
+    return apt_get
+
+
+def archive_source_versions(package: str, suites, entries: dict[str, dict] | None = None,
+                            ) -> list[tuple[str, str]]:
+    """[(version, suite)] of a source package in suites of this machine's archive, from the Sources indices
+    apt verified against the signed InRelease files.  SourceUnavailable when the archive cannot be read."""
+    if not shutil.which("apt-get"):
+        raise SourceUnavailable("apt-get is not installed on this machine")
+    if entries is None:
+        try:
+            entries = archive_entries()
+        except Exception as exc:   # sources._NotHere: no archive entry
+            raise SourceUnavailable(str(exc)) from None
+    with tempfile.TemporaryDirectory(prefix="cpython-perf-apt-") as tmp:
+        apt_get = apt_sandbox(Path(tmp), suites, entries)
+        proc = apt_get("update")
+        if proc.returncode != 0 or re.search(r"^(W|E): Failed to fetch", proc.stderr, re.M):
+            raise SourceUnavailable(f"apt-get update failed for {', '.join(suites)}: {_tail(proc)}")
+        proc = apt_get("madison", package, tool="apt-cache")
+    return parse_madison(proc.stdout)
+
+
+def parse_madison(text: str) -> list[tuple[str, str]]:
+    """`apt-cache madison` lines of Sources indices -> [(version, suite)]."""
+    found = []
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split("|")]
+        if len(parts) == 3 and parts[2].endswith(" Sources"):
+            found.append((parts[1], parts[2].split()[-2].split("/", 1)[0]))
+    return found
 
 
 def fetch_source_package(lane: DistroLane, cache_dir: Path | None = None, log=print) -> SourcePackage:
@@ -177,18 +232,9 @@ def fetch_source_package(lane: DistroLane, cache_dir: Path | None = None, log=pr
     except Exception as exc:   # sources._NotHere: no archive entry
         raise SourceUnavailable(f"{package} {version}: {exc}") from None
     with tempfile.TemporaryDirectory(prefix=".fetch-", dir=cache_dir) as tmp:
-        apt = Path(tmp) / "apt"
-        for d in ("parts", "lists/partial", "cache/archives/partial"):
-            (apt / d).mkdir(parents=True, exist_ok=True)
         download = Path(tmp) / f"{package}_{version}"
         download.mkdir()
-        (apt / "parts" / "cpython-perf-distro.sources").write_text(deb_src_stanzas(lane.suites, entries))
-        options = ["-o", "Dir::Etc::SourceList=/dev/null", "-o", f"Dir::Etc::SourceParts={apt / 'parts'}",
-                   "-o", f"Dir::State::Lists={apt / 'lists'}", "-o", f"Dir::Cache={apt / 'cache'}",
-                   "-o", "APT::Sandbox::User=root", "-q"]
-
-        def apt_get(*args, tool="apt-get"):
-            return subprocess.run([tool, *options, *args], cwd=download, capture_output=True, text=True)
+        apt_get = apt_sandbox(Path(tmp) / "apt", lane.suites, entries, cwd=download)
 
         log(f"fetching Debian source package {package} {version} from this machine's archive "
             f"({', '.join(lane.suites)})")
