@@ -186,6 +186,27 @@ def test_a_named_lane_that_is_not_built_is_an_error_even_if_others_are(tmp_path)
         apt_repo.select_builds(MATRIX, ["bookworm-9.99"], tmp_path)
 
 
+def test_a_build_of_older_inputs_is_not_published(tmp_path):
+    """Packages built before the series (or the .dsc) changed are not what the lane builds now: a newer build
+    of other inputs is passed over for the build of the current ones, and with none of those the lane counts
+    as not built."""
+    lane = MATRIX.distros["bookworm-3.11"]
+    fake_build(tmp_path, lane, "a" * 16, built_at="2026-11-24T00:00:00+00:00")
+    fake_build(tmp_path, lane, "b" * 16, built_at="2026-11-25T00:00:00+00:00")
+    assert apt_repo.find_lane_build(lane, tmp_path).directory.name == "b" * 16
+    current = {lane.name: "a" * 64}
+    assert apt_repo.find_lane_build(lane, tmp_path, lambda env: current[lane.name]).directory.name == "a" * 16
+    builds = apt_repo.select_builds(MATRIX, None, tmp_path, print, lambda lane: lambda env: current[lane.name])
+    assert [b.directory.name for b in builds] == ["a" * 16]
+    current[lane.name] = "c" * 64   # the series changed again: nothing in the cache is of the current inputs
+    lines = []
+    with pytest.raises(apt_repo.AptRepoError, match="not built: bookworm-3.11"):
+        apt_repo.select_builds(MATRIX, ["bookworm-3.11"], tmp_path, lines.append,
+                               lambda lane: lambda env: current[lane.name])
+    assert lines == ["bookworm-3.11: its packages in the cache were built from other inputs than the lane's current "
+                     "ones (the series, the .dsc or the build image changed since)"]
+
+
 def test_only_the_series_build_with_frame_pointers_and_the_lanes_version_goes_in(tmp_path):
     lane = MATRIX.distros["bookworm-3.11"]
     fake_build(tmp_path, lane, "1" * 16, with_series=False)
@@ -407,6 +428,8 @@ def test_the_command_line_says_what_is_missing(tmp_path, monkeypatch):
     from cpython_perf.distro import deb_build
 
     monkeypatch.setattr(deb_build, "default_cache_root", lambda: tmp_path)
+    # the fake build is of the lane's current inputs (its source package is not fetched)
+    monkeypatch.setattr(apt_repo, "current_keys", lambda log=print: lambda lane: lambda env: "0" * 64)
     proc_err = []
     monkeypatch.setattr("sys.stderr", type("E", (), {"write": lambda self, s: proc_err.append(s), "flush": lambda self: None})())
     assert cli.main(["apt-repo", "--key", "X"]) == 2

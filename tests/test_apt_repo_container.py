@@ -38,7 +38,9 @@ from pathlib import Path
 
 import pytest
 
-from cpython_perf.distro import apt_repo, deb_check
+from cpython_perf.distro import apt_repo
+from cpython_perf.distro import deb_check
+from cpython_perf.errors import DriverError
 from cpython_perf.matrix import PROJECT_ROOT, load_matrix
 
 pytestmark = pytest.mark.container
@@ -71,9 +73,15 @@ def flip_byte(path: Path, offset: int) -> None:
 def served(request, tmp_path_factory):
     """The lane's repository (and its tampered copies) made with a throwaway key and served on loopback."""
     lane = request.param
-    build = apt_repo.find_lane_build(lane)
-    if build is None:
+    if apt_repo.find_lane_build(lane) is None:
         pytest.skip(f"{lane.name} is not built here: `nox -s {lane.session}` (or `-- --no-checks`) builds it")
+    try:
+        build = apt_repo.find_lane_build(lane, current=apt_repo.current_keys()(lane))
+    except DriverError as exc:
+        pytest.skip(f"{lane.name}: its source package cannot be had here to check the build's inputs: {exc}")
+    if build is None:
+        pytest.skip(f"{lane.name} was built from other inputs than its current ones (the series or the .dsc "
+                    f"changed since): `nox -s {lane.session}` builds it again")
     for tool in ("reprepro", "gpg", "gpgv"):
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} is not installed (apt-get install reprepro gnupg gpgv)")

@@ -87,8 +87,10 @@ def wanted_build(done: dict, lane: DistroLane) -> bool:
             and done.get("version") == lane.perf_version)
 
 
-def find_lane_build(lane: DistroLane, cache_root: Path | None = None) -> LaneBuild | None:
-    """The newest wanted build of the lane in the cache, or None."""
+def find_lane_build(lane: DistroLane, cache_root: Path | None = None, current=None) -> LaneBuild | None:
+    """The newest wanted build of the lane in the cache, or None.  current: a function of the build's
+    environment giving the lane's build key now (deb_build.current_build_key); with it, builds of other
+    inputs (an older series or .dsc) are not taken."""
     from .deb_build import default_cache_root
 
     found = []
@@ -97,7 +99,8 @@ def find_lane_build(lane: DistroLane, cache_root: Path | None = None) -> LaneBui
             done = json.loads(done_file.read_text())
         except (OSError, ValueError):
             continue
-        if wanted_build(done, lane):
+        env = (done.get("flavour") or {}).get("environment") or {}
+        if wanted_build(done, lane) and (current is None or done_file.parent.name == current(env)[:16]):
             found.append(LaneBuild(lane, done_file.parent, done["version"],
                                    [done_file.parent / n for n in done.get("debs", []) if n.endswith(".deb")],
                                    str(done.get("built_at", ""))))
@@ -105,16 +108,24 @@ def find_lane_build(lane: DistroLane, cache_root: Path | None = None) -> LaneBui
 
 
 def select_builds(matrix: Matrix, lanes: list[str] | None, cache_root: Path | None = None,
-                  log=print) -> list[LaneBuild]:
+                  log=print, current_of=None) -> list[LaneBuild]:
     """The builds to publish: of the named lanes (each must be built), else of every lane that is built
-    (the others named in the log).  None built: AptRepoError naming the sessions that build them."""
+    (the others named in the log).  None built: AptRepoError naming the sessions that build them.
+    current_of: a function of the lane giving find_lane_build's `current` (current_keys): a build of older
+    inputs counts as not built."""
     names = lanes or list(matrix.distros)
     for name in names:
         matrix.distro(name)   # an unknown lane: its own error, listing the lanes
     builds, missing = [], []
     for name in names:
-        build = find_lane_build(matrix.distros[name], cache_root)
-        (builds if build else missing).append(build or matrix.distros[name])
+        lane = matrix.distros[name]
+        build = find_lane_build(lane, cache_root)
+        if build is not None and current_of is not None:
+            build = find_lane_build(lane, cache_root, current_of(lane))
+            if build is None:
+                log(f"{name}: its packages in the cache were built from other inputs than the lane's current ones "
+                    "(the series, the .dsc or the build image changed since)")
+        (builds if build else missing).append(build or lane)
     if lanes and missing:
         raise AptRepoError(f"not built: {', '.join(lane.name for lane in missing)}; run "
                            + " and ".join(f"`nox -s {lane.session}`" for lane in missing)
@@ -411,10 +422,22 @@ def build_repository(builds: list[LaneBuild], key: SigningKey, out: Path, url: s
     return manifest
 
 
+def current_keys(log=print):
+    """select_builds' current_of: the lane's build key now, from its verified source package (fetched or
+    cached as the lane fetches it) and the series as it is."""
+    from .deb_build import current_build_key
+    from .source_packages import fetch_source_package
+
+    def current_of(lane: DistroLane):
+        dsc = fetch_source_package(lane, log=log).dsc
+        return lambda env: current_build_key(lane, dsc, env)
+    return current_of
+
+
 def main(matrix: Matrix, args, log=print) -> int:
     """The `apt-repo` command."""
     out = Path(args.out) if args.out else DEFAULT_OUT
-    builds = select_builds(matrix, args.lane, log=log)
+    builds = select_builds(matrix, args.lane, log=log, current_of=current_keys(log))
     with signing_key(args.key, args.key_file, args.key_env, args.gnupghome, args.expect_fingerprint) as key:
         build_repository(builds, key, out, args.url, log)
     return 0

@@ -640,6 +640,17 @@ def build_key(lane: DistroLane, dsc: Path, form_files: dict[str, bytes], env: di
     return digest.hexdigest()
 
 
+def current_build_key(lane: DistroLane, dsc: Path, env: dict[str, str]) -> str:
+    """The build key (build_key) of a build with the series of the lane's inputs as they are now (the .dsc, the
+    series' quilt form, the build image's tag, env): the cache directory of such a build is named after it."""
+    from . import series_forms
+
+    with tempfile.TemporaryDirectory(prefix=f"cpython-perf-key-{lane.name}-") as tmp:
+        series_forms.write_quilt_form(lane.patch_series, Path(tmp))
+        form_files = {p.name: p.read_bytes() for p in sorted(Path(tmp).iterdir())}
+    return build_key(lane, dsc, form_files, env, build_image_tag(lane, dsc.read_text(errors="replace")))
+
+
 class LaneRun:
     """One run of `python -m cpython_perf deb <lane>`: phases timed into results/deb/<lane>/summary.json."""
 
