@@ -7,8 +7,9 @@ CALL_ALLOC_AND_ENTER_INIT, which pushes __init__'s frame itself; 3.13.5 does
 so even while a PEP 523 evaluator (the perf trampoline) is set, so after the
 first call __init__ ran inline in its caller's loop, without a trampoline,
 and perf charged its samples to the caller.  Recorded with real perf (frame
-pointers, `perf record -g`, -X perf): make_many() instantiates Obj for a
-second, and nearly all of the work is in Obj.__init__.  Must hold: of the
+pointers, `perf record -g`, -X perf): the catalogue's shape_init.py, whose
+make_many() instantiates Obj for at least 0.4 s (shape_probe.DURATION), nearly
+all of the work in Obj.__init__.  Must hold: of the
 samples whose Python frames include py::make_many, at least 80% show
 py::Obj.__init__ directly inside it.  Exit 2 (cannot check) without perf,
 where the interpreter is not built with frame pointers (perf -g cannot walk
@@ -27,28 +28,10 @@ MIN_FRACTION = 0.8
 # before 3.11 there is no co_qualname: the map names code by co_name (patches/3.9/README.md)
 INIT = "Obj.__init__" if sys.version_info >= (3, 11) else "__init__"
 
-PROGRAM = r'''
-import time
-
-
-class Obj:
-    def __init__(self, n):
-        total = 0
-        for i in range(n):
-            total += i
-        self.total = total
-
-
-def make_many(deadline):
-    made = 0
-    while time.perf_counter() < deadline:
-        Obj(2000)
-        made += 1
-    return made
-
-
-print("made", make_many(time.perf_counter() + 1.0))
-'''
+# The catalogue's instantiation shape (shape_init.py: make_many instantiates Obj in a hot loop, Obj.__init__
+# does the work), run from the check's own directory beside its helper module
+SHAPE_FILES = ("shape_init.py", "shape_probe.py")
+PROGRAM = 'import shape_init\nprint("made", shape_init.main())\n'
 
 
 def main():
@@ -64,6 +47,8 @@ def main():
         return CANNOT_CHECK
     workdir = tempfile.mkdtemp()
     try:
+        for name in SHAPE_FILES:
+            shutil.copy(os.path.join(os.path.dirname(os.path.abspath(__file__)), name), workdir)
         rec, data = perf_record_program(workdir, "instantiate.py", PROGRAM, ["-X", "perf"])
         if rec.returncode != 0 or not os.path.exists(data):
             print(f"cannot check: perf record failed here ({rec.returncode}): {rec.stderr.strip()[-400:]}")
