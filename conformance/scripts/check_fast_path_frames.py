@@ -20,10 +20,9 @@ stack).
 import os
 import shutil
 import sys
-import sysconfig
 import tempfile
 
-from childcheck import finish, perf_record_program, perf_script_samples, perf_script_text
+from childcheck import finish, frame_pointer_recording_unavailable, perf_record_program, perf_script_samples, perf_script_text
 
 CANNOT_CHECK = 2
 MIN_FRACTION = 0.8
@@ -233,11 +232,9 @@ def check_run(label, text):
 
 
 def main():
-    if shutil.which("perf") is None:
-        print("cannot check: no perf here")
-        return CANNOT_CHECK
-    if "-fno-omit-frame-pointer" not in (sysconfig.get_config_var("CFLAGS") or ""):
-        print("cannot check: the interpreter is not built with frame pointers (perf -g needs them)")
+    why = frame_pointer_recording_unavailable()
+    if why:
+        print(f"cannot check: {why}")
         return CANNOT_CHECK
     problems = []
     for label, python_args, argv in (("-X perf", ["-X", "perf"], "from-start"),

@@ -21,7 +21,7 @@ import sys
 import sysconfig
 import tempfile
 
-from childcheck import finish, perf_record_program, perf_script_samples, perf_script_text
+from childcheck import finish, frame_pointer_recording_unavailable, perf_record_program, perf_script_samples, perf_script_text
 
 CANNOT_CHECK = 2
 MIN_FRACTION = 0.8
@@ -35,11 +35,9 @@ PROGRAM = 'import shape_init\nprint("made", shape_init.main())\n'
 
 
 def main():
-    if shutil.which("perf") is None:
-        print("cannot check: no perf here")
-        return CANNOT_CHECK
-    if "-fno-omit-frame-pointer" not in (sysconfig.get_config_var("CFLAGS") or ""):
-        print("cannot check: the interpreter is not built with frame pointers (perf -g needs them)")
+    why = frame_pointer_recording_unavailable()
+    if why:
+        print(f"cannot check: {why}")
         return CANNOT_CHECK
     if sys.version_info[:2] == (3, 13) and sysconfig.get_config_var("Py_GIL_DISABLED"):
         # 3.13's free-threaded build does not specialize: __init__ always goes through the evaluator there

@@ -179,6 +179,18 @@ set_extra.argtypes = [ctypes.py_object, ctypes.c_ssize_t, ctypes.c_void_p]
 PERF_EVENT = ["-e", os.environ["CPYTHON_PERF_EVENT"]] if os.environ.get("CPYTHON_PERF_EVENT") else []
 
 
+def frame_pointer_recording_unavailable():
+    """Why perf_record_program's frame-pointer walk (perf -g) cannot check this interpreter: no perf, or an
+    interpreter built without frame pointers; None where it can."""
+    import sysconfig
+
+    if shutil.which("perf") is None:
+        return "no perf here"
+    if "-fno-omit-frame-pointer" not in (sysconfig.get_config_var("CFLAGS") or ""):
+        return "the interpreter is not built with frame pointers (perf -g needs them)"
+    return None
+
+
 def perf_record_program(workdir, name, program, python_args=()):
     """Write program to workdir/name and run it under real perf (frame pointers: -g, 999 Hz, the suite's
     event) with this interpreter: (the perf record process, the path of its perf.data)."""
