@@ -454,7 +454,6 @@ def lane_facts(lane, matrix, packages_dir: Path, dsc: Path) -> LaneFacts:
     inputs (its build key is computed again and must name the directory)."""
     from .distro import deb_build, series_forms
     from .distro.source_packages import dsc_checksums
-    import tempfile
 
     packages_dir = Path(packages_dir)
     done_path = packages_dir / "DONE"
@@ -468,11 +467,10 @@ def lane_facts(lane, matrix, packages_dir: Path, dsc: Path) -> LaneFacts:
                           "SBOM describes a build with the series")
     env = dict(flavour.get("environment", {}))
     dsc_text = dsc.read_text(errors="replace")
-    image = deb_build.build_image_tag(lane, dsc_text)
-    with tempfile.TemporaryDirectory(prefix="cpython-perf-sbom-") as tmp:
-        names = series_forms.write_quilt_form(lane.patch_series, Path(tmp))
-        form_files = {p.name: p.read_bytes() for p in sorted(Path(tmp).iterdir())}
-    key = deb_build.build_key(lane, dsc, form_files, env, image)
+    quilt = series_forms.quilt_patches(lane.patch_series)   # (name, text): the quilt form the lane appends
+    names = [name for name, _ in quilt]
+    form_files = {name: text.encode() for name, text in quilt}
+    key = deb_build.current_build_key(lane, dsc, env)
     if packages_dir.name != key[:16]:
         raise DriverError(f"{packages_dir} was not built from the lane's current inputs (their build key is "
                           f"{key[:16]}): the .dsc, the series or the build image changed since; build again "
@@ -500,7 +498,7 @@ def lane_facts(lane, matrix, packages_dir: Path, dsc: Path) -> LaneFacts:
         dsc_sha256=sha256_of(dsc),
         dsc_files=tuple((n, size, sha) for n, (size, sha) in sorted(dsc_checksums(dsc_text).items())),
         patches=tuple(PatchFile.of(f"debian/patches/{deb_build.PATCH_SUBDIR}/{n}", form_files[n]) for n in names),
-        environment=tuple(sorted(env.items())), build_key=key, build_image=image, debs=tuple(debs),
+        environment=tuple(sorted(env.items())), build_key=key, build_image=deb_build.build_image_tag(lane, dsc_text), debs=tuple(debs),
         buildinfo_name=buildinfo, buildinfo_sha256=buildinfo_sha, build_depends=tuple(build_depends),
         built_at=built_at, symbols_added=tuple(done.get("symbols_added", [])))
 
