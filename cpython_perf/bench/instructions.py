@@ -27,7 +27,7 @@ from pathlib import Path
 from .. import build, containers, host, images
 from . import common
 from ..errors import DriverError
-from ..matrix import Matrix
+from ..matrix import Cell, Matrix
 
 RESULTS_DIR = common.RESULTS_DIR
 GROUP = "instructions"   # results/bench/instructions-<UTC time>.json
@@ -62,6 +62,28 @@ def valgrind_image(client, cell_image: str, log=print) -> str:
     return tag
 
 
+def cell_images(client, matrix: Matrix, cells: list[Cell], existing: bool, log=print) -> dict[str, dict]:
+    """Per cell: the image measured, its id and creation time, and whether its inputs digest matches this tree.
+
+    existing: measure the tagged image as it is (an error where there is none) instead of rebuilding a stale one,
+    for a shared checkout whose patches change under a long run; the results say which images were stale."""
+    out = {}
+    for cell in cells:
+        if existing:
+            if not images._image_exists(client, cell.image):
+                raise DriverError(f"{cell.image} does not exist: build it (nox -s build-{cell.name}) or drop --existing-images")
+            current = images.image_is_current(client, images.cell_inputs(cell, matrix.base_suite, None, lambda *_: None, matrix))
+            tag = cell.image
+        else:
+            tag, current = build.ensure_cell_image(cell, matrix, log), True
+        image = client.images.get(tag)
+        out[cell.name] = {"image": tag, "image_id": image.id, "image_created": image.attrs.get("Created", ""),
+                          "current": current}
+        if not current:
+            log(f"{tag}: built from other inputs than this tree's (measured as it is, --existing-images)")
+    return out
+
+
 def count(client, image: str, config: common.Configuration, workload: str, repeat: int, scale: float) -> int:
     command = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
                *common.workload_command(config, [workload], repeat, scale)]
@@ -74,15 +96,15 @@ def count(client, image: str, config: common.Configuration, workload: str, repea
 
 
 def measure(matrix: Matrix, cells, workloads: dict[str, str], rounds: int, scale: float, kinds=common.KINDS,
-            log=print) -> dict:
+            log=print, existing_images: bool = False) -> dict:
     plan = common.plan_comparisons(matrix, cells, kinds)
     if not plan:
         raise DriverError(f"nothing to compare among {', '.join(c.name for c in cells)}")
     configs = common.configurations(plan)
     client = host.docker_client(log)
     cells_used = list({c.cell.name: c.cell for c in configs}.values())
-    cell_images = {cell.name: build.ensure_cell_image(cell, matrix, log) for cell in cells_used}
-    vg_images = {name: valgrind_image(client, image, log) for name, image in cell_images.items()}
+    measured = cell_images(client, matrix, cells_used, existing_images, log)
+    vg_images = {name: valgrind_image(client, entry["image"], log) for name, entry in measured.items()}
     started = common.utc_stamp()
     counts = {c.key: {w: [] for w in workloads} for c in configs}
     raw = {c.key: {w: [] for w in workloads} for c in configs}
@@ -103,7 +125,8 @@ def measure(matrix: Matrix, cells, workloads: dict[str, str], rounds: int, scale
                      "order": [c.key for c in configs]},
         "workloads": dict(workloads),
         "cells": {cell.name: {"version": cell.version, "variant": cell.variant.name, "arch": cell.arch,
-                              "support": cell.support, "vanilla": cell.vanilla, "image": vg_images[cell.name]}
+                              "support": cell.support, "vanilla": cell.vanilla, "image": vg_images[cell.name],
+                              "image_current": measured[cell.name]["current"]}
                   for cell in cells_used},
         "configurations": {c.key: {"cell": c.cell.name, "label": c.label, "argv": list(c.argv)} for c in configs},
         "timings": counts,   # instructions of one kernel run: the shape common.analyse reads
@@ -165,13 +188,17 @@ def arguments(parser) -> None:
                                             "lacks, common.KEPT_WORKLOADS)")
     parser.add_argument("--kind", action="append", choices=common.KINDS, dest="kinds",
                         help="comparisons to make (repeatable; default: all)")
+    parser.add_argument("--existing-images", action="store_true",
+                        help="measure the cells' tagged images as they are, never rebuilding (results say which are "
+                             "stale)")
 
 
 def run(matrix, cells, args, log) -> dict:
     if args.rounds < 1 or args.scale <= 0:
         raise DriverError("--rounds must be at least 1 and --scale positive")
     workloads = common.select_workloads(args.workloads or "kept", common.available_workloads())
-    return measure(matrix, cells, workloads, args.rounds, args.scale, tuple(args.kinds or common.KINDS), log=log)
+    return measure(matrix, cells, workloads, args.rounds, args.scale, tuple(args.kinds or common.KINDS), log=log,
+                   existing_images=args.existing_images)
 
 
 def report(results: dict, path: Path) -> None:

@@ -48,7 +48,7 @@ from ..matrix import PROJECT_ROOT, Cell, Matrix
 from .common import (INACTIVE, KINDS, NOT_SIGNIFICANT, RESULTS_DIR, Configuration, analyse, configurations, latest_group_results,
                      machine_info, plan_comparisons, utc_stamp, write_results)
 from .common import _title as comparison_title
-from .instructions import parse_instructions, valgrind_image
+from .instructions import cell_images, parse_instructions, valgrind_image
 
 GROUP = "suite"   # results/bench/suite-<UTC time>.json
 CONFIG = PROJECT_ROOT / "benchmarks" / "suite.yaml"
@@ -480,28 +480,6 @@ class Progress:
     def save(self) -> Path:
         self.path = write_results(self.results, self.directory, GROUP)
         return self.path
-
-
-def cell_images(client, matrix: Matrix, cells: list[Cell], existing: bool, log=print) -> dict[str, dict]:
-    """Per cell: the image measured, its id and creation time, and whether its inputs digest matches this tree.
-
-    existing: measure the tagged image as it is (an error where there is none) instead of rebuilding a stale one,
-    for a shared checkout whose patches change under a long run; the results say which images were stale."""
-    out = {}
-    for cell in cells:
-        if existing:
-            if not images._image_exists(client, cell.image):
-                raise DriverError(f"{cell.image} does not exist: build it (nox -s build-{cell.name}) or drop --existing-images")
-            current = images.image_is_current(client, images.cell_inputs(cell, matrix.base_suite, None, lambda *_: None, matrix))
-            tag = cell.image
-        else:
-            tag, current = build.ensure_cell_image(cell, matrix, log), True
-        image = client.images.get(tag)
-        out[cell.name] = {"image": tag, "image_id": image.id, "image_created": image.attrs.get("Created", ""),
-                          "current": current}
-        if not current:
-            log(f"{tag}: built from other inputs than this tree's (measured as it is, --existing-images)")
-    return out
 
 
 def measure(matrix: Matrix, cells: list[Cell], *, config: SuiteConfig, only: list[str] | None, kinds=KINDS,
