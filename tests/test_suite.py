@@ -386,3 +386,28 @@ def test_the_cost_table_puts_now_beside_before_and_upstream(tmp_path):
     assert "no `-X perf` in CPython 3.11" in line and "MISSED (mean 1.049 > 1.1" not in line
     assert line.endswith("| <= 1.1, <= 1.3x: met |")
     assert summary.render(tmp_path).index("## What -X perf costs") < summary.render(tmp_path).index("## Summary")
+
+
+def test_the_cost_table_shows_the_calls_workload_beside_upstreams(tmp_path):
+    """The cost table's calls column: the newest instruction count of the project's `calls` workload per cell and
+    mode, CPython as released (the vanilla twin) beside it for native versions; '-' where none was counted."""
+    test_the_cost_table_puts_now_beside_before_and_upstream(tmp_path)   # the suite runs the rows come from
+    cell = {"version": "3.13", "variant": "fp", "arch": "x86_64", "support": "native", "vanilla": False}
+
+    def instructions_run(created, perf_calls):
+        configs = {f"{name}:{label}": {"cell": name, "label": label, "argv": []}
+                   for name in ("3.13-fp", "3.13-fp-vanilla") for label in ("inactive", "perf")}
+        timings = {"3.13-fp:inactive": {"calls": [[1000.0]]}, "3.13-fp:perf": {"calls": [[perf_calls]]},
+                   "3.13-fp-vanilla:inactive": {"calls": [[1000.0]]}, "3.13-fp-vanilla:perf": {"calls": [[1500.0]]}}
+        return {"created": created, "cells": {"3.13-fp": cell, "3.13-fp-vanilla": dict(cell, vanilla=True)},
+                "configurations": configs, "timings": timings,
+                "comparisons": [{"kind": "mode", "a": "3.13-fp:inactive", "b": "3.13-fp:perf"},
+                                {"kind": "mode", "a": "3.13-fp-vanilla:inactive", "b": "3.13-fp-vanilla:perf"}]}
+    (tmp_path / "instructions-20261120T100000Z.json").write_text(json.dumps(instructions_run("2026-11-20T10:00:00Z", 1400.0)))
+    (tmp_path / "instructions-20261125T100000Z.json").write_text(json.dumps(instructions_run("2026-11-25T10:00:00Z", 1150.0)))
+    table = "\n".join(summary.cost_table(tmp_path))
+    assert "| calls (upstream / now) |" in table
+    line = next(x for x in table.splitlines() if x.startswith("| 3.13-fp | perf |"))
+    assert "| 1.500 (2026-11-25) / 1.150 (2026-11-25) |" in line   # the newest run, not the 1.400 of 2026-11-20
+    line = next(x for x in table.splitlines() if x.startswith("| 3.11-fp | perf |"))
+    assert "| - / - |" in line   # never counted

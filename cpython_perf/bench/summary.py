@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import DriverError
-from . import build_cost, fidelity, instructions, suite, wallclock
+from . import build_cost, common, fidelity, instructions, suite, wallclock
 from .common import KEPT_WORKLOADS, MODE_COST_LIMITS, NATIVE_REFERENCE, RESULTS_DIR, SUMMARY, VANILLA_LIMIT, VARIANT_LIMIT, load_results, relative
 
 SECTION_GROUPS = (wallclock, instructions, fidelity, build_cost)   # after the standard suite's sections
@@ -203,6 +203,23 @@ def mode_costs(directory: Path) -> list[dict]:
     return sorted(rows, key=lambda r: (-float(r["version"].replace("3.", "")), r["cell"], r["mode"]))
 
 
+def calls_costs(directory: Path) -> dict[tuple[str, str], dict]:
+    """Per (cell, mode), the newest instruction count of the `calls` workload (the project's own; every
+    Python-to-Python call goes through the trampoline) with the mode active against inactive:
+    {"ratio", "created"}."""
+    found: dict[tuple[str, str], dict] = {}
+    for path in sorted(Path(directory).glob("instructions-*.json"), reverse=True):   # newest first
+        results = load_results(path)
+        for entry in common.analyse(results):
+            row = entry["workloads"].get("calls")
+            if entry["kind"] != "mode" or row is None:
+                continue
+            config = results["configurations"][entry["b"]]
+            found.setdefault((config["cell"], config["label"]),
+                             {"ratio": row["ratio"], "created": results["created"]})
+    return found
+
+
 def _cost(run: dict | None) -> str:
     if run is None:
         return "-"
@@ -214,14 +231,23 @@ def cost_table(directory: Path) -> list[str]:
     rows = mode_costs(directory)
     if not rows:
         return []
+    calls = calls_costs(directory)
+
+    def calls_cost(cell: str, mode: str) -> str:
+        found = calls.get((cell, mode))
+        return "-" if found is None else f"{found['ratio']:.3f} ({found['created'][:10]})"
+
     lines = ["## What -X perf costs, per cell: upstream, before, now", "",
              "Instructions executed with the trampoline active divided by inactive (cachegrind, geometric mean of the "
              "standard-suite benchmarks the run measured; the worst single benchmark beside it). **upstream**: the "
              "same mode in the cell's vanilla twin, CPython as released (native versions only: older versions have "
              "no trampoline). **before**: the newest earlier run on another build of the cell. **now**: the newest "
-             "run. Targets: " + "; ".join(f"{v}: geometric mean <= {g}, no benchmark above {w}x"
-                                           for v, (g, w) in MODE_COST_LIMITS.items()) + ".", "",
-             "| cell | mode | upstream | before | now | target |", "| --- | --- | --- | --- | --- | --- |"]
+             "run. **calls**: the project's `calls` workload (nothing but Python-to-Python calls, the trampoline's "
+             "worst case), the same ratio, newest instruction-count run; CPython as released beside it for native "
+             "versions. Targets: " + "; ".join(f"{v}: geometric mean <= {g}, no benchmark above {w}x"
+                                              for v, (g, w) in MODE_COST_LIMITS.items()) + ".", "",
+             "| cell | mode | upstream | before | now | calls (upstream / now) | target |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     for row in rows:
         upstream = (_cost(row["upstream"]) if row["support"] == "native"
                     else f"no `-X perf` in CPython {row['version']}")
@@ -232,8 +258,11 @@ def cost_table(directory: Path) -> list[str]:
             misses = [f"mean {now['geomean']:.3f} > {mean}"] if now["geomean"] > mean else []
             misses += [f"{now['worst']} {now['worst_ratio']:.2f}x > {worst}x"] if now["worst_ratio"] > worst else []
             target = f"<= {mean}, <= {worst}x: " + (f"MISSED ({'; '.join(misses)})" if misses else "met")
+        calls_now = calls_cost(row["cell"], row["mode"])
+        calls_upstream = (calls_cost(f"{row['cell']}-vanilla", row["mode"]) if row["support"] == "native"
+                          else "-")
         lines.append(f"| {row['cell']} | {row['mode']} | {upstream} | {_cost(row['before'])} | "
-                     f"**{_cost(row['after'])}** | {target} |")
+                     f"**{_cost(row['after'])}** | {calls_upstream} / {calls_now} | {target} |")
     return lines + [""]
 
 
