@@ -15,7 +15,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from . import build, host, images, patches, pins, profile, progress, sources
+from . import build, host, images, profile, progress
+from .source import patches, pins, sources
 from . import registry as published
 from .ci import plan as ci_plan
 from .errors import DriverError

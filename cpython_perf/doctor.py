@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from . import containers, host, perf_event, render, sources
+from . import containers, host, perf_event, render
+from .source import sources
 from .errors import DriverError
 from .matrix import ARCH_FACTS, HOST_ARCH, Matrix
 

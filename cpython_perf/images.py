@@ -34,7 +34,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import host, patches, progress, render, sources
+from . import host, progress, render
+from .source import patches, sources
 from .errors import DriverError, ImageBuildFailed
 from .matrix import ARCH_FACTS, HOST_ARCH, PROJECT_ROOT, Cell, Matrix, cannot_build_reason, runs_natively
 

@@ -47,8 +47,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import patches
-from .sources import sha256_of
+from .source import patches
+from .source.sources import sha256_of
 from .errors import DriverError
 
 SPEC_VERSION = "1.6"

@@ -29,7 +29,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from . import containers, images, render, sources
+from . import containers, images, render
+from .source import sources
 from .errors import DriverError, ImageBuildFailed
 from .matrix import Matrix
 

@@ -441,7 +441,7 @@ def test_the_command_line_says_what_is_missing(tmp_path, monkeypatch):
 
 
 def test_the_security_archive_can_be_named_like_the_main_one(monkeypatch):
-    from cpython_perf import sources
+    from cpython_perf.source import sources
     from cpython_perf.distro import source_packages
 
     monkeypatch.setenv("CPYTHON_PERF_DEBIAN_ARCHIVE", "http://mirror.invalid/debian")

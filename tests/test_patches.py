@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from cpython_perf import patches
+from cpython_perf.source import patches
 from cpython_perf.errors import PatchFailed
 from cpython_perf.matrix import PROJECT_ROOT
 
@@ -141,7 +141,7 @@ def test_every_project_patch_has_a_complete_dep3_header():
 def test_a_missing_patch_command_is_a_clear_error_not_a_traceback(tmp_path, monkeypatch):
     """Without patch(1) and without the right to install it, applying a series says what to install."""
     from cpython_perf.errors import DriverError
-    from cpython_perf.patches import Patch, apply_series
+    from cpython_perf.source.patches import Patch, apply_series
     monkeypatch.setenv("CPYTHON_PERF_NO_HOST_SETUP", "1")
     monkeypatch.setenv("PATH", str(tmp_path))          # no patch(1) on it
     with pytest.raises(DriverError) as info:

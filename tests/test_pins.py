@@ -16,7 +16,8 @@ import urllib.error
 
 import pytest
 
-from cpython_perf import cli, pins, signatures, sources
+from cpython_perf import cli
+from cpython_perf.source import pins, signatures, sources
 from cpython_perf.errors import MatrixError
 from cpython_perf.matrix import PROJECT_ROOT, load_matrix
 

@@ -166,7 +166,8 @@ def test_build_with_a_registry_decides_current_then_pulled_then_built(monkeypatc
                                                                         expected):
     """The order `build CELL --registry REF` follows (the steps themselves run against a real engine and
     registry in tests/test_registry_container.py)."""
-    from cpython_perf import build, host, sources
+    from cpython_perf import build, host
+    from cpython_perf.source import sources
 
     seen = []
     monkeypatch.setattr(host, "docker_client", lambda *a, **k: object())
@@ -185,7 +186,8 @@ def test_build_with_a_registry_decides_current_then_pulled_then_built(monkeypatc
 
 
 def test_build_without_a_registry_never_pulls(monkeypatch):
-    from cpython_perf import build, host, sources
+    from cpython_perf import build, host
+    from cpython_perf.source import sources
 
     seen = []
     monkeypatch.delenv(registry.REGISTRY_ENV, raising=False)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from cpython_perf import patches, sources
+from cpython_perf.source import patches, sources
 from cpython_perf.distro import series_forms, source_packages
 from cpython_perf.errors import SourceUnavailable
 from cpython_perf.matrix import load_matrix

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from cpython_perf import signatures, sources
+from cpython_perf.source import signatures, sources
 from cpython_perf.errors import SourceUnavailable
 from cpython_perf.matrix import PROJECT_ROOT, load_matrix
 

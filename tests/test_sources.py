@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cpython_perf import sources
+from cpython_perf.source import sources
 from cpython_perf.errors import HashMismatch, SourceUnavailable
 from cpython_perf.matrix import load_matrix
 

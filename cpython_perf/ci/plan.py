@@ -44,7 +44,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import images, registry, render, sources, tools
+from .. import images, registry, render, tools
+from ..source import sources
 from ..errors import DriverError, UnknownCell
 from ..matrix import DEFAULT_ARCH, Cell, Matrix
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .. import patches
+from ..source import patches
 from ..errors import DriverError
 from ..matrix import PROJECT_ROOT, VersionSeries
 

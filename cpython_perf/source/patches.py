@@ -17,8 +17,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import host
-from .errors import PatchFailed
+from .. import host
+from ..errors import PatchFailed
 
 DEP3_REQUIRED = ("Description", "Origin", "Forwarded", "Last-Update")
 # DEP-3 allows Subject as an alias of Description.

@@ -30,8 +30,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import DriverError
-from .matrix import PROJECT_ROOT, version_tuple
+from ..errors import DriverError
+from ..matrix import PROJECT_ROOT, version_tuple
 
 KEYS_DIR = PROJECT_ROOT / "keys"
 SIGSTORE_EXTRA = "pip install 'cpython-perf[signatures]' (the sigstore package)"

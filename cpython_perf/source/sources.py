@@ -31,8 +31,8 @@ import urllib.request
 from pathlib import Path
 
 from . import signatures
-from .errors import HashMismatch, SourceUnavailable
-from .matrix import Recipe
+from ..errors import HashMismatch, SourceUnavailable
+from ..matrix import Recipe
 
 CACHE_ENV = "CPYTHON_PERF_SOURCE_CACHE"
 # A mirror of https://www.python.org/ftp/python (same layout), for machines

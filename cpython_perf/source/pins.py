@@ -41,8 +41,8 @@ from pathlib import Path
 import yaml
 
 from . import signatures, sources
-from .errors import DriverError, MatrixError
-from .matrix import Matrix, Recipe, load_recipe
+from ..errors import DriverError, MatrixError
+from ..matrix import Matrix, Recipe, load_recipe
 
 _RELEASE = re.compile(r"(\d+)\.(\d+)\.(\d+)(?:(a|b|rc)(\d+))?")
 _LEVELS = {"a": 0, "b": 1, "rc": 2, None: 3}
