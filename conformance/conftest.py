@@ -36,7 +36,8 @@ from pathlib import Path
 
 import pytest
 
-from cpython_perf import build, containers, external, guest, host, perf_event, perf_runs, tools
+from cpython_perf.build import pipeline as build, containers, tools
+from cpython_perf import external, guest, host, perf_event, perf_runs
 from cpython_perf.errors import DockerUnavailable, DriverError, PerfNotPermitted, SourceUnavailable, UnknownCell
 from cpython_perf.matrix import Cell, cannot_build_reason, load_matrix
 from cpython_perf.perf_samples import min_chain_fraction

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cpython_perf import containers, perf_event
+from cpython_perf.build import containers
+from cpython_perf import perf_event
 from cpython_perf.errors import PerfNotPermitted
 
 from conftest import image_for, not_applicable

@@ -15,9 +15,10 @@ import shutil
 import sys
 from pathlib import Path
 
-from . import build, host, images, profile, progress
+from .build import pipeline as build, images
+from . import host, profile, progress
 from .source import patches, pins, sources
-from . import registry as published
+from .build import registry as published
 from .ci import plan as ci_plan
 from .errors import DriverError
 from .matrix import HOST_ARCH, KNOWN_ARCHES, load_matrix
@@ -102,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("sbom", help="the SBOM (CycloneDX JSON, validated) of a cell's image or (--lane) of a "
                                     "distro lane's built packages: source and sha256, each patch with its sha256 "
                                     "and DEP-3 origin, the Debian packages with versions (cpython_perf/sbom.py)")
-    from . import sbom as sbom_command
+    from .build import sbom as sbom_command
     sbom_command.add_arguments(p)
     p = sub.add_parser("reproducibility", help="build a cell twice (its own build; then another build path, "
                                                "umask, locale, time zone, CPU count, later) and compare their "
@@ -171,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
             print(images.ensure_base_image(client, matrix.base_suite, args.mode, _log) if args.arch == HOST_ARCH
                   else images.ensure_arch_base_image(client, matrix.base_suite, args.arch, _log))
         elif args.command == "tools-image":
-            from . import tools
+            from .build import tools
 
             print(tools.ensure_tools_image(host.docker_client(_log), matrix, _log))
         elif args.command == "plan":
@@ -220,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "profile":
             return profile.main(matrix, args, program, _log)
         elif args.command == "reproducibility":
-            from . import reproducibility
+            from .build import reproducibility
 
             summary = reproducibility.run(matrix.cell(args.cell), matrix, _log, args.out, args.keep,
                                           args.other_build_path)

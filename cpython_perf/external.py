@@ -523,7 +523,7 @@ def ensure_stock_image(client, suite: str, package: str, perf_suite: str | None 
     """A Debian `suite` image with `package` (e.g. python3.11) and linux-perf (from perf_suite of the same
     archive, e.g. bookworm-backports), bootstrapped like the project's bases (images._bootstrap_base:
     mmdebstrap from the machine's own archive entry, docker import)."""
-    from . import images
+    from .build import images
 
     tag = stock_image_tag(suite, package, perf_suite)
     if not rebuild and images._image_exists(client, tag):

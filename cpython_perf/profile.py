@@ -460,7 +460,7 @@ class Session:
     def __init__(self, client, image: str, mounts: dict, caps: list[str], env: dict[str, str], workdir: str,
                  log, record: list[str]):
         self.client, self.image, self.env, self.workdir, self.log, self.record = client, image, env, workdir, log, record
-        from . import containers
+        from .build import containers
 
         self.caps = containers.container_capabilities(caps)
         self.mounts = mounts
@@ -566,7 +566,7 @@ def build_requirements_image(client, base_id: str, tag: str, venv_tar: bytes, re
     """docker build of the derived image from the venv's tar (tagged only when the build succeeds)."""
     import tempfile
 
-    from . import images
+    from .build import images
 
     with tempfile.TemporaryDirectory(prefix="cpython-perf-profile-") as ctx:
         Path(ctx, "Dockerfile").write_text(requirements_dockerfile(base_id, requirements_name))
@@ -678,7 +678,8 @@ def run(matrix: Matrix, args, program: list[str] | None, log=print, client=None,
         owner: tuple[int, int] | None = None) -> int:
     """`python -m cpython_perf profile ...`: see the module's docstring.  owner: (uid, gid) the outputs are
     given to (default: the invoking user's)."""
-    from . import containers, host
+    from .build import containers
+    from . import host
 
     cwd = (cwd or Path.cwd()).resolve()
     if args.image or args.target_python:
@@ -709,7 +710,7 @@ def run(matrix: Matrix, args, program: list[str] | None, log=print, client=None,
         target = external_target(client, args.image, args.target_python, probe)
         mode = choose_mode(target, args.mode)
     elif _image_id(client, target.image) is None:
-        from . import build
+        from .build import pipeline as build
 
         log(f"{target.image} does not exist here: building it (a cold build takes minutes)")
         try:
@@ -789,7 +790,7 @@ def run(matrix: Matrix, args, program: list[str] | None, log=print, client=None,
 
 def _flamegraph(client, matrix, out: Path, title: str, log, record_lines, timings) -> str | None:
     """Render the flame graph in the tools image; the failure's message, or None."""
-    from . import tools
+    from .build import tools
 
     started = time.monotonic()
     try:

@@ -68,7 +68,7 @@ conformance/test_seed_chain.py), the report renders results/<cell>/
 seed-flamegraph.svg with inferno -- the maintained Rust port of FlameGraph
 (used by cargo-flamegraph and py-spy): its perf collapser and its SVG
 renderer, as Debian's librust-inferno-dev, compiled into the tools image
-(cpython_perf.tools, docker/flamegraph).  The rendered SVG is then read back:
+(cpython_perf.build.tools, docker/flamegraph).  The rendered SVG is then read back:
 the report says whether a py::foo frame sits inside a py::bar frame's span,
 above it, as the howto's flame graph shows it.  Where there is no input, or
 the renderer cannot run, the cell says why instead.
@@ -932,7 +932,8 @@ def render_flamegraphs(results_dir: Path, cells, renderer) -> dict[str, tuple[st
 
 def default_renderer(matrix: Matrix):
     """inferno in the tools image; or, where Docker is not available, the reason."""
-    from . import host, tools
+    from . import host
+    from .build import tools
     from .errors import DockerUnavailable
 
     try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cpython_perf import build, images, render, sbom
+from cpython_perf.build import pipeline as build, images, render, sbom
 from cpython_perf.errors import MatrixError
 from cpython_perf.matrix import ARCH_FACTS, HOST_ARCH, load_matrix, runs_natively
 

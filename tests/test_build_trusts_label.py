@@ -1,5 +1,6 @@
 """An image whose inputs label matches is used as it is: the source is not fetched (python.org may be down)."""
-from cpython_perf import build, host, images
+from cpython_perf.build import pipeline as build, images
+from cpython_perf import host
 from cpython_perf.source import sources
 from cpython_perf.errors import SourceUnavailable
 from cpython_perf.matrix import load_matrix

@@ -10,7 +10,8 @@ import sys
 import pytest
 import yaml
 
-from cpython_perf import cli, images, render, tools
+from cpython_perf import cli
+from cpython_perf.build import images, render, tools
 from cpython_perf.source import sources
 from cpython_perf.ci import plan as ci_plan
 from cpython_perf.ci.plan import PlanError, build_plan

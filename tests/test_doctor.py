@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from cpython_perf import doctor, render
+from cpython_perf import doctor
+from cpython_perf.build import render
 from cpython_perf.errors import DockerUnavailable, PerfNotPermitted
 from cpython_perf.matrix import PROJECT_ROOT, load_matrix
 from cpython_perf.perf_event import Attempt, EventChoice, NoSamples

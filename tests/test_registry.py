@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from cpython_perf import images, registry
+from cpython_perf.build import images, registry
 from cpython_perf.ci import plan as ci_plan
 from cpython_perf.cli import main
 from cpython_perf.errors import DriverError
@@ -166,7 +166,8 @@ def test_build_with_a_registry_decides_current_then_pulled_then_built(monkeypatc
                                                                         expected):
     """The order `build CELL --registry REF` follows (the steps themselves run against a real engine and
     registry in tests/test_registry_container.py)."""
-    from cpython_perf import build, host
+    from cpython_perf.build import pipeline as build
+    from cpython_perf import host
     from cpython_perf.source import sources
 
     seen = []
@@ -186,7 +187,8 @@ def test_build_with_a_registry_decides_current_then_pulled_then_built(monkeypatc
 
 
 def test_build_without_a_registry_never_pulls(monkeypatch):
-    from cpython_perf import build, host
+    from cpython_perf.build import pipeline as build
+    from cpython_perf import host
     from cpython_perf.source import sources
 
     seen = []

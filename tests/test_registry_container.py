@@ -3,7 +3,7 @@
 
 The images pushed here are small stand-ins built FROM scratch carrying a real cell's inputs label (the digest
 `build` computes from this checkout), tagged `cpython-perf-regtest:*` so that the machine's own
-`cpython-perf:<cell>` images are never touched; the driver's push and pull (cpython_perf.registry) treat
+`cpython-perf:<cell>` images are never touched; the driver's push and pull (cpython_perf.build.registry) treat
 them as they treat a cell image: by that label.  Every tag and the registry are removed afterwards.
 """
 
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from cpython_perf import sbom, images, registry
+from cpython_perf.build import sbom, images, registry
 from cpython_perf.matrix import PROJECT_ROOT, load_matrix
 
 pytestmark = pytest.mark.container

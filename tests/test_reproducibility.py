@@ -1,4 +1,4 @@
-"""The reproducibility check's pieces (cpython_perf.reproducibility), without Docker: the varied build's Dockerfile,
+"""The reproducibility check's pieces (cpython_perf.build.reproducibility), without Docker: the varied build's Dockerfile,
 the comparison of two unpacked trees and the known differences.  The check itself builds a cell twice:
 nox -s reproducibility-<cell> (minutes)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from cpython_perf import images, render, reproducibility
+from cpython_perf.build import images, render, reproducibility
 from cpython_perf.matrix import load_matrix
 
 MATRIX = load_matrix()

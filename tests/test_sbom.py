@@ -1,4 +1,4 @@
-"""SBOMs (cpython_perf.sbom): a cell image's and a distro lane's, CycloneDX 1.6 JSON checked with the library's own
+"""SBOMs (cpython_perf.build.sbom): a cell image's and a distro lane's, CycloneDX 1.6 JSON checked with the library's own
 JSON-schema validator.  No Docker: the cell's packages come from a dpkg status text, the lane's output is
 synthetic (a .dsc, .debs and a .buildinfo made here, in a directory named by the lane's real build key).  The
 real image is in tests/test_sbom_image.py (container)."""
@@ -16,7 +16,8 @@ import pytest
 pytest.importorskip("cyclonedx.validation.json", reason="cyclonedx-python-lib is a dependency of cpython-perf: "
                                                         "pip install -e . installs it")
 
-from cpython_perf import cli, images, sbom  # noqa: E402
+from cpython_perf import cli
+from cpython_perf.build import images, sbom
 from cpython_perf.distro import deb_build, series_forms  # noqa: E402
 from cpython_perf.errors import DriverError  # noqa: E402
 from cpython_perf.matrix import PROJECT_ROOT, load_matrix  # noqa: E402

@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("cyclonedx.validation.json", reason="cyclonedx-python-lib is a dependency of cpython-perf: "
                                                         "pip install -e . installs it")
 
-from cpython_perf import build, images, sbom  # noqa: E402
+from cpython_perf.build import pipeline as build, images, sbom
 from cpython_perf.matrix import load_matrix  # noqa: E402
 
 MATRIX = load_matrix()

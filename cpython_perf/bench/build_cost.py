@@ -22,7 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from .. import build, host, images, render
+from ..build import pipeline as build, images, render
+from .. import host
 from . import common
 from ..errors import DriverError
 from ..matrix import HOST_ARCH

@@ -34,7 +34,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from .. import build, containers, host, perf_runs, samply, tools
+from ..build import pipeline as build, containers, tools
+from .. import host, perf_runs, samply
 from . import common
 from ..errors import DriverError
 from ..matrix import PROJECT_ROOT, Cell, Matrix

@@ -41,7 +41,8 @@ from pathlib import Path
 
 import yaml
 
-from .. import build, containers, host, images
+from ..build import pipeline as build, containers, images
+from .. import host
 from ..source.sources import sha256_of
 from ..errors import DriverError
 from ..matrix import PROJECT_ROOT, Cell, Matrix

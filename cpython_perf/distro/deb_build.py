@@ -53,7 +53,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .. import containers, progress, regrtest
+from ..build import containers
+from .. import progress, regrtest
 from ..source import sources
 from ..errors import DriverError, ImageBuildFailed, RuntimeFailure
 from ..matrix import PERF_C_API, PROJECT_ROOT, DistroLane, Matrix

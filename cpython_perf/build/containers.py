@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import DriverError, PerfNotPermitted
+from ..errors import DriverError, PerfNotPermitted
 
 PERF_CAPABILITIES = ("PERFMON", "SYS_ADMIN")
 # Lifts the locked-memory limit of perf's ring buffers (see above); added beside any perf capability.

@@ -30,9 +30,9 @@ import zipfile
 from pathlib import Path
 
 from . import containers, images, render
-from .source import sources
-from .errors import DriverError, ImageBuildFailed
-from .matrix import Matrix
+from ..source import sources
+from ..errors import DriverError, ImageBuildFailed
+from ..matrix import Matrix
 
 TOOLS_REPOSITORY = "cpython-perf-tools"
 FLAMEGRAPH_CRATE = render.DOCKER_DIR / "flamegraph"

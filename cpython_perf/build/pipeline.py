@@ -5,16 +5,17 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from . import host, images
+from .. import host
+from . import images
 from . import registry as published
-from .matrix import Cell, Matrix, load_matrix
+from ..matrix import Cell, Matrix, load_matrix
 
 
 def build_cell(cell: Cell, matrix: Matrix | None = None, log=print, base_mode: str | None = None,
                cache_dir: Path | None = None, no_cache: bool = False, registry: str | None = None) -> dict:
     """Fetch, check, and build the cell's image; return timings, the tag and how it was had (`how`).
 
-    With a registry (cpython_perf.registry) and without no_cache: a current local image is used as it is, else
+    With a registry (cpython_perf.build.registry) and without no_cache: a current local image is used as it is, else
     the image published for the cell's inputs is pulled; only where neither is had does it build."""
     matrix = matrix or load_matrix()
     started = time.monotonic()
@@ -73,7 +74,7 @@ def ensure_cell_image(cell: Cell, matrix: Matrix | None = None, log=print, regis
 
 
 def push_cell(cell: Cell, registry: str, matrix: Matrix | None = None, log=print) -> str:
-    """Publish the cell's current image in registry under its inputs digest (cpython_perf.registry); the
+    """Publish the cell's current image in registry under its inputs digest (cpython_perf.build.registry); the
     `<repository>@<manifest digest>` pushed.  No source is fetched: the digest is computed as the plan does."""
     matrix = matrix or load_matrix()
     inputs = images.cell_inputs(cell, matrix.base_suite, None, log, matrix, fetch=False)
@@ -87,15 +88,15 @@ def rendered_dockerfile(cell: Cell, matrix: Matrix | None = None) -> str:
 
 
 def sbom_command(matrix: Matrix, args, log=print) -> int:
-    """`python -m cpython_perf sbom CELL | --lane LANE` (cpython_perf.sbom)."""
+    """`python -m cpython_perf sbom CELL | --lane LANE` (cpython_perf.build.sbom)."""
     from . import sbom
-    from .errors import DriverError
-    from .matrix import PROJECT_ROOT
+    from ..errors import DriverError
+    from ..matrix import PROJECT_ROOT
 
     if bool(args.cell) == bool(args.lane):
         raise DriverError("name either a cell (python -m cpython_perf sbom 3.13-fp) or a lane (--lane bookworm-3.11)")
     if args.lane:
-        from .distro.source_packages import fetch_source_package
+        from ..distro.source_packages import fetch_source_package
 
         lane = matrix.distro(args.lane)
         packages_dir = Path(args.packages) if args.packages else sbom.lane_packages_dir(lane)

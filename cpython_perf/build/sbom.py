@@ -47,9 +47,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .source import patches
-from .source.sources import sha256_of
-from .errors import DriverError
+from ..source import patches
+from ..source.sources import sha256_of
+from ..errors import DriverError
 
 SPEC_VERSION = "1.6"
 IMAGE_SBOM_PATH = "/opt/cpython/share/sbom/cpython.cdx.json"
@@ -317,7 +317,7 @@ class CellFacts:
 def cell_facts(inputs, packages: list[DebPackage], sde: int | None = None, distro: str = "") -> CellFacts:
     """The facts of a cell image from its images.CellInputs and the packages installed in it."""
     from . import render
-    from .matrix import PROJECT_ROOT
+    from ..matrix import PROJECT_ROOT
 
     additions_root = PROJECT_ROOT / "Python-additions"
 
@@ -452,8 +452,8 @@ class LaneFacts:
 def lane_facts(lane, matrix, packages_dir: Path, dsc: Path) -> LaneFacts:
     """The facts of a lane's built output directory, after checking it was built from the lane's current
     inputs (its build key is computed again and must name the directory)."""
-    from .distro import deb_build, series_forms
-    from .distro.source_packages import dsc_checksums
+    from ..distro import deb_build, series_forms
+    from ..distro.source_packages import dsc_checksums
 
     packages_dir = Path(packages_dir)
     done_path = packages_dir / "DONE"
@@ -577,7 +577,7 @@ def attach_archive(text: str, mtime: int, dest: Path) -> None:
     """The tar that ADD unpacks at / : the SBOM file and its directories, every entry root's, dated mtime.
     Its parent (share/) is in it too, so that its modification time is mtime as well, not the time of the
     layer (adding an entry to a directory changes that directory's mtime): the image's /opt/cpython stays
-    reproducible (cpython_perf.reproducibility)."""
+    reproducible (cpython_perf.build.reproducibility)."""
     data = text.encode()
     parts = Path(IMAGE_SBOM_PATH).relative_to("/").parts
     with tarfile.open(dest, "w", format=tarfile.GNU_FORMAT) as tar:
@@ -635,7 +635,7 @@ def add_arguments(parser) -> None:
 
 def lane_packages_dir(lane, cache_root: Path | None = None) -> Path:
     """The lane's one finished build with the series (DONE with_series), or an error naming the choice."""
-    from .distro import deb_build
+    from ..distro import deb_build
 
     root = Path(cache_root or deb_build.default_cache_root()) / lane.name
     found = []

@@ -40,9 +40,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import host, images
-from .errors import DriverError, RuntimeFailure
-from .matrix import PROJECT_ROOT
+from .. import host
+from . import images
+from ..errors import DriverError, RuntimeFailure
+from ..matrix import PROJECT_ROOT
 from .render import DEFAULT_WORK_DIR, BuildVariation
 
 REPOSITORY = "cpython-perf-repro"

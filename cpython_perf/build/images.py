@@ -20,7 +20,7 @@ current one.  Labels that describe the build rather than its inputs (the
 project's repository, its git revision: build_labels) are given to `docker
 build` beside the Dockerfile, never rendered into it, so that a new commit
 which changes no input keeps the digest, and an image pulled from a registry
-(cpython_perf.registry) says which revision built it.
+(cpython_perf.build.registry) says which revision built it.
 """
 
 from __future__ import annotations
@@ -34,10 +34,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import host, progress, render
-from .source import patches, sources
-from .errors import DriverError, ImageBuildFailed
-from .matrix import ARCH_FACTS, HOST_ARCH, PROJECT_ROOT, Cell, Matrix, cannot_build_reason, runs_natively
+from .. import host, progress
+from . import render
+from ..source import patches, sources
+from ..errors import DriverError, ImageBuildFailed
+from ..matrix import ARCH_FACTS, HOST_ARCH, PROJECT_ROOT, Cell, Matrix, cannot_build_reason, runs_natively
 
 BASE_MODE_ENV = "CPYTHON_PERF_BASE_MODE"
 BASE_MODES = ("auto", "registry", "bootstrap")
@@ -326,9 +327,9 @@ def build_cell_image(client, inputs: CellInputs, suite: str, log=print, base_mod
                      variation: render.BuildVariation | None = None, container_limits: dict | None = None) -> str:
     """Check the series applies, make sure the base exists, build the cell image, put its SBOM into it
     (attach_sbom) and tag it (tag: another tag than the cell's image, e.g. a reproducibility build's;
-    variation and container_limits: a build under other conditions, cpython_perf.reproducibility).  pull: a
+    variation and container_limits: a build under other conditions, cpython_perf.build.reproducibility).  pull: a
     function of CellInputs that fetches the image of those inputs from a registry, True where it did
-    (build.py's, with cpython_perf.registry): a cross build's missing build Python image is pulled with it
+    (build.py's, with cpython_perf.build.registry): a cross build's missing build Python image is pulled with it
     before it is built."""
     cell = inputs.cell
     applied = patches.check_series_applies(
@@ -362,7 +363,7 @@ def build_cell_image(client, inputs: CellInputs, suite: str, log=print, base_mod
 
 def attach_sbom(client, inputs: CellInputs, tag: str, suite: str, log=print, save: bool = True,
                 facts=None) -> str:
-    """Put the image's SBOM (cpython_perf.sbom, CycloneDX JSON) at sbom.IMAGE_SBOM_PATH, in a layer of its own
+    """Put the image's SBOM (cpython_perf.build.sbom, CycloneDX JSON) at sbom.IMAGE_SBOM_PATH, in a layer of its own
     on top of the built image, with the label sbom.SBOM_LABEL = its sha256, and tag the result as tag; save:
     also write it to results/sbom/<cell>.cdx.json.
 

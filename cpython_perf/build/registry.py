@@ -17,9 +17,9 @@ from __future__ import annotations
 import os
 import re
 
-from .errors import DriverError, RuntimeFailure
+from ..errors import DriverError, RuntimeFailure
 from .images import INPUTS_LABEL, CellInputs
-from .matrix import IMAGE_REPOSITORY
+from ..matrix import IMAGE_REPOSITORY
 
 REGISTRY_ENV = "CPYTHON_PERF_REGISTRY"
 EXAMPLE = "127.0.0.1:5000/cpython-perf or registry.example.org/owner"
