@@ -6,7 +6,7 @@ Every test here runs containers and is marked `container`.
 
 Foreign-arch cells (aarch64): their programs run in the container under
 qemu-user, except perf recordings, which qemu-user cannot sample: those run
-in a qemu-system guest booted from the cell's own image (cpython_perf.guest),
+in a qemu-system guest booted from the cell's own image (cpython_perf.record.guest),
 one boot per cell for all the seed-chain recordings the session plans.
 
 Build-only cells (i386: an arch without the perf trampoline, run natively)
@@ -37,10 +37,11 @@ from pathlib import Path
 import pytest
 
 from cpython_perf.build import pipeline as build, containers, tools
-from cpython_perf import external, guest, host, perf_event, perf_runs
+from cpython_perf import external, host
+from cpython_perf.record import guest, perf_event, perf_runs
 from cpython_perf.errors import DockerUnavailable, DriverError, PerfNotPermitted, SourceUnavailable, UnknownCell
 from cpython_perf.matrix import Cell, cannot_build_reason, load_matrix
-from cpython_perf.perf_samples import min_chain_fraction
+from cpython_perf.record.perf_samples import min_chain_fraction
 from cpython_perf.report import SKIP_EXPECTED
 
 MATRIX = load_matrix()
@@ -151,7 +152,7 @@ def selected_cells(config):
 MIN_PROCESS_SAMPLES = 50   # samples of the profiled Python process
 MIN_COVERAGE = 0.3         # samples inside the chain's leaf / samples of the process (the leaf's work dominates)
 # Of the samples inside the leaf, those carrying the whole chain: min_chain_fraction(mode), 95% for perf
-# (frame pointers), 90% for perf_jit (cpython_perf.perf_samples.CHAIN_FRACTION_TARGETS, which the
+# (frame pointers), 90% for perf_jit (cpython_perf.record.perf_samples.CHAIN_FRACTION_TARGETS, which the
 # fidelity benchmark's targets are too).
 
 
@@ -331,7 +332,7 @@ def perf_cap_for(image: str, docker_client) -> str:
 
 def perf_event_for(image: str, cap: str | None, docker_client, perf: str = "perf") -> perf_event.EventChoice:
     """The event every recording on this host samples with: perf's default, or cpu-clock where the default gives
-    no sample (cpython_perf.perf_event; probed once a session, in the first image asked about)."""
+    no sample (cpython_perf.record.perf_event; probed once a session, in the first image asked about)."""
     try:
         return perf_event.host_event(docker_client, image, cap, perf)
     except perf_event.NoSamples as exc:

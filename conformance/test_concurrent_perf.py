@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from cpython_perf.build import containers
-from cpython_perf import perf_runs
+from cpython_perf.record import perf_runs
 
 from conftest import image_for, not_applicable, perf_cap_for, perf_event_for
 

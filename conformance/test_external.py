@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import pytest
 
-from cpython_perf import external, perf_runs
-from cpython_perf.perf_samples import chain_report, parse_perf_script, python_frame_count
+from cpython_perf import external
+from cpython_perf.record import perf_runs
+from cpython_perf.record.perf_samples import chain_report, parse_perf_script, python_frame_count
 
 from conftest import SEED_SCRIPT, assert_chain
 from test_seed_chain import SEED_CHAIN

@@ -8,7 +8,7 @@ install or start something itself (as root on Debian, cpython_perf.host) the fin
 
 What it looks at goes through Machine, so the unit tests give fakes (tests/test_doctor.py); the real one asks
 Docker, runs perf in a container of an image that is already here (the capability probe of
-cpython_perf.build.containers, the event probe of cpython_perf.perf_event) and reads /proc.
+cpython_perf.build.containers, the event probe of cpython_perf.record.perf_event) and reads /proc.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Callable
 
 from .build import containers, render
-from . import host, perf_event
+from . import host
+from .record import perf_event
 from .source import sources
 from .errors import DriverError
 from .matrix import ARCH_FACTS, HOST_ARCH, Matrix

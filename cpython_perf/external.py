@@ -6,7 +6,7 @@ perf,perf_jit]` (or `nox -s conformance-image -- ...`, which runs
 `python -m cpython_perf.external conformance ...` and keeps the JUnit under
 results/external-<name>/) records the seed script for real with the image's
 own perf in each perf mode, with the same runner, command lines
-(cpython_perf.perf_runs) and bars (conftest.assert_chain) as the matrix
+(cpython_perf.record.perf_runs) and bars (conftest.assert_chain) as the matrix
 cells, and says whether the mode works there; where it does not, why, from
 facts gathered in the image, never guessed:
 
@@ -54,7 +54,7 @@ from pathlib import Path
 
 from .errors import DriverError
 from .matrix import NATIVE_SINCE, PERF_MODES, PROJECT_ROOT, Variant
-from .perf_runs import EVAL_FUNCTION, frame_allocation
+from .record.perf_runs import EVAL_FUNCTION, frame_allocation
 
 # `perf inject --jit` as perf_jit needs it: perf >= 6.8 (the howto's note; matrix.yaml base_suite,
 # conformance/test_build_shape.test_perf_is_new_enough)

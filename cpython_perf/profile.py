@@ -71,7 +71,7 @@ from pathlib import Path
 
 from .errors import DriverError
 from .matrix import PERF_MODES, Matrix
-from .perf_samples import PERF_SCRIPT_FIELDS
+from .record.perf_samples import PERF_SCRIPT_FIELDS
 
 PROFILE_REPOSITORY = "cpython-perf-profile"
 VENV = "/opt/cpython-perf-venv"
@@ -205,7 +205,7 @@ def program_argv(program: list[str], cwd: Path) -> list[str]:
 def record_options(target: Target, mode: str, frequency: int) -> list[str]:
     """perf record options of the mode, as the conformance suite records (perf_runs.record_options), at
     the given frequency."""
-    from .perf_runs import record_options as suite_options
+    from .record.perf_runs import record_options as suite_options
 
     options = suite_options(target.run_spec, mode)
     if frequency <= 0:
@@ -233,7 +233,7 @@ def profile_steps(target: Target, mode: str, python: str, program: list[str], fr
                   ring_buffer: str | None = None) -> list[Step]:
     """The perf command lines of a run, in the container (cwd /src, outputs in /out).  ring_buffer: the -m
     size of a dwarf recording, computed in the container (ring_buffer_step: its memlock limit and CPUs)."""
-    from .perf_runs import python_command
+    from .record.perf_runs import python_command
 
     perf = target.perf
     options = record_options(target, mode, frequency)
@@ -256,7 +256,7 @@ def profile_steps(target: Target, mode: str, python: str, program: list[str], fr
 
 def ring_buffer_step() -> Step:
     """Prints the per-CPU ring buffer a dwarf recording gets in this container (perf_runs.DWARF_MMAP_FUNCTION)."""
-    from .perf_runs import DWARF_MMAP_FUNCTION
+    from .record.perf_runs import DWARF_MMAP_FUNCTION
 
     return Step("ring-buffer", "", ["sh", "-c", f"{DWARF_MMAP_FUNCTION}\ndwarf_mmap"])
 
@@ -640,7 +640,7 @@ def python_chain_found(stacks, chain) -> bool:
 def summarise(script_text: str, top: int = 8) -> list[str]:
     """A few lines on the recorded samples: how many, how many carry Python frames, the Python functions
     most often innermost."""
-    from .perf_samples import parse_perf_script
+    from .record.perf_samples import parse_perf_script
 
     samples = parse_perf_script(script_text)
     with_py = [s for s in samples if s.python_frames()]

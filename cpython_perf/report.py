@@ -24,7 +24,7 @@ checks, whichever run it came from; not read back as an input):
   (chain_fraction etc.) and the perf and kernel versions where a test
   recorded them (properties perf_version, kernel_version), and the event perf
   sampled with (property perf_event: perf's default, or cpu-clock where the
-  host's probe found that the default gives no sample; cpython_perf.perf_event).
+  host's probe found that the default gives no sample; cpython_perf.record.perf_event).
 
 Above the tables one verdict line counts the cells that ran, passed, failed
 and were incomplete, and those without results: where the run's plan is
@@ -89,8 +89,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .matrix import DEFAULT_ARCH, PROJECT_ROOT, Cell, Matrix, load_matrix
-from .perf_runs import SEED_SCRIPT
-from .perf_samples import py_symbol
+from .record.perf_runs import SEED_SCRIPT
+from .record.perf_samples import py_symbol
 from .regrtest import parse_junit as parse_regrtest_junit
 
 OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed")
@@ -99,7 +99,7 @@ NO_RESULTS = ("not selected", "image failed", "no results", "not run")
 # "expected": a skip whose reason is a fact of matrix.yaml about the cell (property skip_expected), shown n/a
 LABEL = {"passed": "pass", "failed": "FAIL", "error": "ERROR", "skipped": "skip", "xfailed": "xfail",
          "expected": "n/a", None: "-", "not run": "not run"}
-# perf_event: the sampling event of the host's recordings (cpython_perf.perf_event: perf's default, or
+# perf_event: the sampling event of the host's recordings (cpython_perf.record.perf_event: perf's default, or
 # cpu-clock where the default gives no sample), the `event` column
 VERSION_PROPERTIES = ("perf_version", "kernel_version", "perf_event")
 SEED_PERF_SCRIPT = "seed.perf-script.txt"   # default `perf script` output of the seed run, per cell

@@ -1,4 +1,4 @@
-"""The host's sampling event (cpython_perf.perf_event): the decision, with fake recordings (no Docker)."""
+"""The host's sampling event (cpython_perf.record.perf_event): the decision, with fake recordings (no Docker)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from cpython_perf import perf_event, perf_runs
+from cpython_perf.record import perf_event, perf_runs
 from cpython_perf.matrix import load_matrix
-from cpython_perf.perf_event import Attempt, NoSamples, choose_event
+from cpython_perf.record.perf_event import Attempt, NoSamples, choose_event
 
 MATRIX = load_matrix()
 

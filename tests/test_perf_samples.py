@@ -4,14 +4,8 @@ import pytest
 
 from cpython_perf.bench import fidelity
 from cpython_perf.matrix import PERF_MODES
-from cpython_perf.perf_samples import (
-    PerfScriptError,
-    chain_report,
-    min_chain_fraction,
-    parse_perf_script,
-    py_symbol,
-    python_frame_count,
-)
+from cpython_perf.record.perf_samples import (PerfScriptError, chain_report, min_chain_fraction, parse_perf_script,
+                                              py_symbol, python_frame_count)
 
 from .conftest import dedent
 

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from cpython_perf import perf_runs
+from cpython_perf.record import perf_runs
 from cpython_perf.build import render
 from cpython_perf.build.containers import explain_perf_failure
 from cpython_perf.matrix import load_matrix

@@ -129,7 +129,7 @@ def test_skip_reason_and_properties_are_shown(tmp_path):
 
 
 def test_the_sampling_event_is_shown_per_cell(tmp_path):
-    """The event the host's probe chose (cpython_perf.perf_event) is the `event` column of each cell's row, in
+    """The event the host's probe chose (cpython_perf.record.perf_event) is the `event` column of each cell's row, in
     the Markdown, the HTML and the cell's consolidated JUnit file."""
     fallback = "cpu-clock (default: 0 samples)"
     junit(tmp_path / "a" / "junit.xml", "\n".join([

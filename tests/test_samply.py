@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from cpython_perf import samply
-from cpython_perf.perf_samples import chain_report, py_symbol
+from cpython_perf.record import samply
+from cpython_perf.record.perf_samples import chain_report, py_symbol
 
 CHAIN = [py_symbol(f, "/src/script.py") for f in ("foo", "bar", "baz", "<module>")]
 

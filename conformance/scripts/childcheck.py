@@ -175,7 +175,7 @@ set_extra.argtypes = [ctypes.py_object, ctypes.c_ssize_t, ctypes.c_void_p]
 '''
 
 
-# the host's sampling event (cpython_perf.perf_event), passed by the suite's runner; none: perf's default
+# the host's sampling event (cpython_perf.record.perf_event), passed by the suite's runner; none: perf's default
 PERF_EVENT = ["-e", os.environ["CPYTHON_PERF_EVENT"]] if os.environ.get("CPYTHON_PERF_EVENT") else []
 
 

@@ -17,7 +17,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from .matrix import Cell
+from ..matrix import Cell
 from .perf_samples import PERF_SCRIPT_FIELDS
 
 SAMPLE_FREQUENCY = 9999

@@ -30,9 +30,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import host, progress
-from .errors import DriverError, RuntimeFailure
-from .matrix import Cell
+from .. import host, progress
+from ..errors import DriverError, RuntimeFailure
+from ..matrix import Cell
 
 GUEST_DIR = "cpython-perf"          # /cpython-perf in the guest's root
 UP_MARKER = "CPYTHON-PERF-GUEST-UP"

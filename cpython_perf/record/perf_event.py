@@ -23,7 +23,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Callable
 
-from .errors import RuntimeFailure
+from ..errors import RuntimeFailure
 
 PROBE_EVENT_ENV = "CPYTHON_PERF_PROBE_EVENT"
 RECORD_EVENT_ENV = "CPYTHON_PERF_EVENT"   # what a check script running perf itself reads (conformance runner)
@@ -155,7 +155,7 @@ _host_cache: dict[tuple, EventChoice | NoSamples] = {}
 def host_event(client, image: str, cap: str | None, perf: str = "perf") -> EventChoice:
     """The event of this host's engine, probed once a process (in image, with perf capability cap);
     the override of $CPYTHON_PERF_PROBE_EVENT is part of the key.  Raises NoSamples."""
-    from .build import containers
+    from ..build import containers
 
     first = first_event()
     key = (client.api.base_url, first)

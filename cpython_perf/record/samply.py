@@ -21,7 +21,7 @@ recording therefore bind-mounts, inside the container's own mount namespace
 is not touched.
 
 samply has no option to choose its event, so the host's event probe
-(cpython_perf.perf_event: cpu-clock where the default event opens but never
+(cpython_perf.record.perf_event: cpu-clock where the default event opens but never
 samples) cannot be passed on: on such a host samply records nothing, and the
 suite's samply tests say so.
 """
