@@ -147,9 +147,9 @@ def buildbot_local(session):
 def conformance_image(session):
     """Which perf mode works with any interpreter in any image, and why not:
     nox -s conformance-image -- --image IMAGE --python PATH [--expect-modes perf,perf_jit]
-    (cpython_perf.external; JUnit in results/external-<name>/junit.xml)."""
+    (cpython_perf.check.external; JUnit in results/external-<name>/junit.xml)."""
     _install(session)
-    session.run("python", "-m", "cpython_perf.external", "conformance", *session.posargs)
+    session.run("python", "-m", "cpython_perf.check.external", "conformance", *session.posargs)
 
 
 @nox.session(default=False)

@@ -21,7 +21,7 @@ the property skip_expected, which the report checks against matrix.yaml to
 tell such an expected skip from a missing check.
 
 An external target is not a cell: `--image IMAGE --python PATH [--expect-modes
-perf,perf_jit]` checks an interpreter in an image as it is (cpython_perf.external):
+perf,perf_jit]` checks an interpreter in an image as it is (cpython_perf.check.external):
 test_external.py says per perf mode whether it works there and, if not, why, and
 the check scripts run with that python.  Matrix cells are then only checked when
 named as well (--cell / $CPYTHON_PERF_CELLS).
@@ -37,7 +37,8 @@ from pathlib import Path
 import pytest
 
 from cpython_perf.build import pipeline as build, containers, tools
-from cpython_perf import external, host
+from cpython_perf.check import external
+from cpython_perf import host
 from cpython_perf.record import guest, perf_event, perf_runs
 from cpython_perf.errors import DockerUnavailable, DriverError, PerfNotPermitted, SourceUnavailable, UnknownCell
 from cpython_perf.matrix import Cell, cannot_build_reason, load_matrix
@@ -505,7 +506,7 @@ def runner_for(docker_client, tmp_path, tmp_path_factory, record_property):
 
 
 # --------------------------------------------------------------------------
-# External targets: an interpreter in an image, not a matrix cell (cpython_perf.external)
+# External targets: an interpreter in an image, not a matrix cell (cpython_perf.check.external)
 
 _target_facts: dict[str, external.TargetFacts | BaseException] = {}
 
@@ -517,12 +518,12 @@ def target_image(target, docker_client) -> str:
         docker_client.images.get(target.image)
     except docker.errors.ImageNotFound:
         pytest.fail(f"image {target.image} does not exist here (docker pull or build it; for stock Debian ones: "
-                    "python -m cpython_perf.external image --suite SUITE --package python3.X)", pytrace=False)
+                    "python -m cpython_perf.check.external image --suite SUITE --package python3.X)", pytrace=False)
     return target.image
 
 
 def facts_for(target, docker_client, tmp_path_factory) -> external.TargetFacts:
-    """What the target's image and interpreter offer (once a session): cpython_perf.external.gather_facts."""
+    """What the target's image and interpreter offer (once a session): cpython_perf.check.external.gather_facts."""
     def gather():
         image = target_image(target, docker_client)
         runner = CellRunner(docker_client, image, _workdir(tmp_path_factory.mktemp(f"facts-{target.name}")), None)

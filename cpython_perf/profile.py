@@ -8,7 +8,7 @@ What it does, each command line printed as it runs:
 
 1. The image.  A cell's `cpython-perf:<cell>` (built first if missing; used as it is if present, so
    `nox -s build-<cell>` refreshes a stale one), or with --image/--python any image and the path of a
-   Python in it, as the conformance suite's external target takes them (cpython_perf.external).
+   Python in it, as the conformance suite's external target takes them (cpython_perf.check.external).
 2. The mode.  A cell may be profiled only in the perf modes it claims in matrix.yaml (anything else is
    a usage error naming the valid ones).  Default: `perf` where the cell claims it (every claim of
    `perf` is a build with frame pointers: perf record -g, unwound by the kernel, small perf.data, no
@@ -173,7 +173,7 @@ def default_mode(target: Target) -> str:
     if not target.modes:
         raise DriverError(f"{target.label} offers no perf mode: nothing to profile")
     if "perf" in target.modes and target.facts is not None:
-        from .external import cflags_frame_pointers
+        from .check.external import cflags_frame_pointers
 
         if cflags_frame_pointers(target.facts.python.get("config", {})) is not True and "perf_jit" in target.modes:
             return "perf_jit"
@@ -583,7 +583,7 @@ def build_requirements_image(client, base_id: str, tag: str, venv_tar: bytes, re
 
 def external_target(client, image: str, python: str, run) -> Target:
     """An --image/--python target: the interpreter probed for the backends it offers, the image for its perf."""
-    from . import external
+    from .check import external
 
     if _image_id(client, image) is None:
         raise DriverError(f"image {image} does not exist here (docker pull or build it)")

@@ -46,7 +46,7 @@ the same testcase, the newest file (by its testsuite timestamp, else its
 modification time) wins.
 
 External interpreters.  Testcases of an external target (an interpreter in an
-image that is not a matrix cell: `--image`/`--python`, cpython_perf.external,
+image that is not a matrix cell: `--image`/`--python`, cpython_perf.check.external,
 results/external-<name>/junit.xml) carry the properties external_image and
 external_python; they get their own section, one row per (image, python, perf
 mode): works (passed) or does not work (skipped, or FAIL where the mode was
@@ -91,7 +91,7 @@ from pathlib import Path
 from .matrix import DEFAULT_ARCH, PROJECT_ROOT, Cell, Matrix, load_matrix
 from .record.perf_runs import SEED_SCRIPT
 from .record.perf_samples import py_symbol
-from .regrtest import parse_junit as parse_regrtest_junit
+from .check.regrtest import parse_junit as parse_regrtest_junit
 
 OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed")
 # A cell's status: ran (passed / failed / incomplete) or why it has no results
@@ -579,11 +579,11 @@ def render_lanes_html(report: Report) -> str:
 
 
 # --------------------------------------------------------------------------
-# External interpreters (cpython_perf.external)
+# External interpreters (cpython_perf.check.external)
 
 EXTERNAL_MODE_TEST = "test_perf_mode"
 EXTERNAL_NOTE = ("Interpreters in images that are not matrix cells (`--image IMAGE --python PATH`, "
-                 "cpython_perf.external): each perf mode recorded for real with the image's own perf, judged by the "
+                 "cpython_perf.check.external): each perf mode recorded for real with the image's own perf, judged by the "
                  "cells' bars; where a mode does not work, the reason diagnosed from the image (sysconfig, the "
                  "interpreter's answers, objdump of the eval loop, perf's version and permission).")
 _REASON_PREFIX = re.compile(r"^\S+ does not work with \S+ in \S+: ")

@@ -1,4 +1,4 @@
-"""Unit tests of cpython_perf.external (diagnosis of an external target) and its report section (no Docker).
+"""Unit tests of cpython_perf.check.external (diagnosis of an external target) and its report section (no Docker).
 
 The facts below are what the probes answered in the stock Debian images (python3.11 3.11.2-6+deb12u8 with
 bookworm-backports' linux-perf, python3.13 3.13.5 of trixie), trimmed."""
@@ -10,8 +10,9 @@ import textwrap
 
 import pytest
 
-from cpython_perf import external, report
-from cpython_perf.external import Evidence, ExternalTarget, PerfFacts, TargetFacts
+from cpython_perf.check import external
+from cpython_perf import report
+from cpython_perf.check.external import Evidence, ExternalTarget, PerfFacts, TargetFacts
 from cpython_perf.matrix import load_matrix
 
 from tests.test_report import case, junit

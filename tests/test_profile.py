@@ -24,7 +24,7 @@ import pytest
 
 from cpython_perf import cli, profile
 from cpython_perf.errors import DriverError
-from cpython_perf.external import ExternalTarget, TargetFacts, PerfFacts
+from cpython_perf.check.external import ExternalTarget, TargetFacts, PerfFacts
 from cpython_perf.matrix import PROJECT_ROOT, load_matrix
 
 MATRIX = load_matrix()

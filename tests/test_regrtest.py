@@ -1,6 +1,6 @@
 """Parsing regrtest's results and comparing a patched build with its vanilla twin (no Docker)."""
 
-from cpython_perf import regrtest
+from cpython_perf.check import regrtest
 from cpython_perf.matrix import load_matrix
 
 JUNIT = """<?xml version="1.0" ?>

@@ -54,7 +54,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..build import containers
-from .. import progress, regrtest
+from .. import progress
+from ..check import regrtest
 from ..source import sources
 from ..errors import DriverError, ImageBuildFailed, RuntimeFailure
 from ..matrix import PERF_C_API, PROJECT_ROOT, DistroLane, Matrix

@@ -112,7 +112,7 @@ def perf_run(cell: Cell, mode: str | None, activation: str = "xoption", script: 
 
     c_stack_kb raises the C stack limit (ulimit -s) for the recording, for scripts that nest
     deeper than the default 8 MiB allows once every Python call is a C call of the eval loop.
-    python and perf: the interpreter and the perf command to run (an external target's, cpython_perf.external).
+    python and perf: the interpreter and the perf command to run (an external target's, cpython_perf.check.external).
     event: the sampling event (record_options).
     """
     argv, env = python_command(mode, activation, script, args, python)

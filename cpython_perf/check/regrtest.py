@@ -27,7 +27,7 @@ import shlex
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
-from .matrix import Cell
+from ..matrix import Cell
 
 JUNIT_FILE = "regrtest-junit.xml"
 TIMEOUT_PER_TEST = 1200   # regrtest --timeout: seconds before a hung test module is killed

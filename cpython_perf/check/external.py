@@ -3,7 +3,7 @@
 A target is not a matrix cell: an image (anyone's) and the path of a Python
 in it.  `pytest conformance --image IMAGE --python PATH [--expect-modes
 perf,perf_jit]` (or `nox -s conformance-image -- ...`, which runs
-`python -m cpython_perf.external conformance ...` and keeps the JUnit under
+`python -m cpython_perf.check.external conformance ...` and keeps the JUnit under
 results/external-<name>/) records the seed script for real with the image's
 own perf in each perf mode, with the same runner, command lines
 (cpython_perf.record.perf_runs) and bars (conftest.assert_chain) as the matrix
@@ -34,7 +34,7 @@ those needing a claimed mode always, the others where the interpreter offers
 the backends they need.  The report (cpython_perf.report) shows one row per
 (image, python, mode) under "External interpreters".
 
-`python -m cpython_perf.external image --suite trixie --package python3.13`
+`python -m cpython_perf.check.external image --suite trixie --package python3.13`
 bootstraps a stock Debian image (that suite's interpreter and linux-perf) the
 way the project's bases are (mmdebstrap from the machine's own archive entry,
 `docker import`); `--perf-suite bookworm-backports` takes linux-perf from
@@ -52,9 +52,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import DriverError
-from .matrix import NATIVE_SINCE, PERF_MODES, PROJECT_ROOT, Variant
-from .record.perf_runs import EVAL_FUNCTION, frame_allocation
+from ..errors import DriverError
+from ..matrix import NATIVE_SINCE, PERF_MODES, PROJECT_ROOT, Variant
+from ..record.perf_runs import EVAL_FUNCTION, frame_allocation
 
 # `perf inject --jit` as perf_jit needs it: perf >= 6.8 (the howto's note; matrix.yaml base_suite,
 # conformance/test_build_shape.test_perf_is_new_enough)
@@ -345,7 +345,7 @@ def gather_facts(run, copy_out, perf_capability, target: ExternalTarget) -> Targ
     """Facts of a target: run(command) -> RunResult in the image (no perf capability); copy_out(paths) ->
     {image path: host path} of files copied out of it; perf_capability(perf command) -> capability, raising
     PerfNotPermitted."""
-    from .errors import PerfNotPermitted
+    from ..errors import PerfNotPermitted
 
     probe = run([target.python, "-c", PYTHON_PROBE])
     if probe.exit_code != 0:
@@ -523,7 +523,7 @@ def ensure_stock_image(client, suite: str, package: str, perf_suite: str | None 
     """A Debian `suite` image with `package` (e.g. python3.11) and linux-perf (from perf_suite of the same
     archive, e.g. bookworm-backports), bootstrapped like the project's bases (images._bootstrap_base:
     mmdebstrap from the machine's own archive entry, docker import)."""
-    from .build import images
+    from ..build import images
 
     tag = stock_image_tag(suite, package, perf_suite)
     if not rebuild and images._image_exists(client, tag):
@@ -543,7 +543,7 @@ def results_junit(results: Path, image: str, python: str) -> Path:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m cpython_perf.external", description=__doc__.splitlines()[0],
+    parser = argparse.ArgumentParser(prog="python -m cpython_perf.check.external", description=__doc__.splitlines()[0],
                                      allow_abbrev=False)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("conformance", allow_abbrev=False, help="run the conformance suite against an image's interpreter "
@@ -562,7 +562,7 @@ def main(argv=None) -> int:
         if args.command == "image":
             if rest:
                 parser.error(f"unknown arguments: {' '.join(rest)}")
-            from . import host
+            from .. import host
             print(ensure_stock_image(host.docker_client(), args.suite, args.package, args.perf_suite, args.rebuild))
             return 0
         parse_modes(args.expect_modes)
