@@ -102,7 +102,7 @@ def tests(session):
 @nox.session(default=False)
 def pin(session):
     """Pin a series to its newest python.org release, its signature checked, or list the stale pins:
-    nox -s pin -- 3.15 | nox -s pin -- --check [--releases-from FILE] (cpython_perf/pins.py)."""
+    nox -s pin -- 3.15 | nox -s pin -- --check [--releases-from FILE] (cpython_perf/source/pins.py)."""
     _install(session)
     _install_signature_checker(session)
     _driver(session, "pin", *session.posargs)
@@ -112,7 +112,7 @@ def pin(session):
 def push(session):
     """Publish a cell's current image in a registry as <registry>/cpython-perf:<cell>-<inputs digest>, where
     `build-<cell> -- --registry REF` finds it: nox -s push -- 3.13-fp --registry 127.0.0.1:5000/cpython-perf
-    (or $CPYTHON_PERF_REGISTRY; cpython_perf/registry.py)."""
+    (or $CPYTHON_PERF_REGISTRY; cpython_perf/build/registry.py)."""
     _install(session)
     _driver(session, "push", *session.posargs)
 

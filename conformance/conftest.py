@@ -43,7 +43,7 @@ from cpython_perf.record import guest, perf_event, perf_runs
 from cpython_perf.errors import DockerUnavailable, DriverError, PerfNotPermitted, SourceUnavailable, UnknownCell
 from cpython_perf.matrix import Cell, cannot_build_reason, load_matrix
 from cpython_perf.record.perf_samples import min_chain_fraction
-from cpython_perf.report import SKIP_EXPECTED
+from cpython_perf.report.report import SKIP_EXPECTED
 
 MATRIX = load_matrix()
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -290,7 +290,7 @@ def _current_item(request):
 
 def not_applicable(fact: str, reason: str):
     """Skip a check that does not apply to the cell by matrix.yaml.  fact is what makes it so, which the
-    report checks against matrix.yaml (cpython_perf.report.expected_skip): mode:<mode> (not claimed),
+    report checks against matrix.yaml (cpython_perf.report.report.expected_skip): mode:<mode> (not claimed),
     vanilla, build_only, backends (none offered), cflag:<flag> / configure:<option>[,<option>] (not built
     with), twin (none in matrix.yaml), foreign / native (emulated on its runner, or not)."""
     __tracebackhide__ = True   # pytest -rs names the test's line, not this one

@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--registry", default=None, metavar="REF",
                    help="an image registry, host[:port][/path] (default: $CPYTHON_PERF_REGISTRY, else none): use a "
                         "current local image, else pull the one published for the cell's inputs digest, and build "
-                        "only where neither is had (cpython_perf/registry.py)")
+                        "only where neither is had (cpython_perf/build/registry.py)")
     p = sub.add_parser("push", help="publish a cell's current image in a registry as "
                                     "<registry>/cpython-perf:<cell>-<inputs digest>")
     p.add_argument("cell")
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("plan", help="the jobs of a CI run as JSON: images, cells, report (cpython_perf/ci/plan.py)")
     ci_plan.add_arguments(p)
     p = sub.add_parser("pin", help="pin a series to its newest python.org release (signature checked), or "
-                                   "--check: list the pins behind (cpython_perf/pins.py)")
+                                   "--check: list the pins behind (cpython_perf/source/pins.py)")
     pins.add_arguments(p)
     p = sub.add_parser("check-series", help="apply a cell's additions and series to its pristine source, or "
                                             "(--source) a version's series to any tarball, .dsc or tree, with a "
@@ -102,13 +102,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-lintian", action="store_true", help="skip lintian and the archive comparison")
     p = sub.add_parser("sbom", help="the SBOM (CycloneDX JSON, validated) of a cell's image or (--lane) of a "
                                     "distro lane's built packages: source and sha256, each patch with its sha256 "
-                                    "and DEP-3 origin, the Debian packages with versions (cpython_perf/sbom.py)")
+                                    "and DEP-3 origin, the Debian packages with versions (cpython_perf/build/sbom.py)")
     from .build import sbom as sbom_command
     sbom_command.add_arguments(p)
     p = sub.add_parser("reproducibility", help="build a cell twice (its own build; then another build path, "
                                                "umask, locale, time zone, CPU count, later) and compare their "
                                                "/opt/cpython (diffoscope); exit 1 on a difference without a known "
-                                               "reason (cpython_perf/reproducibility.py)", parents=[loud])
+                                               "reason (cpython_perf/build/reproducibility.py)", parents=[loud])
     p.add_argument("cell")
     p.add_argument("--out", default=None, help="results directory (default: results/reproducibility/<cell>)")
     p.add_argument("--keep", action="store_true",

@@ -436,7 +436,7 @@ class Matrix:
     distros: dict[str, DistroLane] = field(default_factory=dict)
     # version -> its series, additions and additions header (versions with a series only)
     series: dict[str, VersionSeries] = field(default_factory=dict)
-    # versions whose recipe may pin a pre-release (a, b, rc): `prerelease: true` (cpython_perf/pins.py)
+    # versions whose recipe may pin a pre-release (a, b, rc): `prerelease: true` (cpython_perf/source/pins.py)
     prerelease_versions: frozenset = frozenset()
 
     def series_of(self, version: str) -> VersionSeries:

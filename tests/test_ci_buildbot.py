@@ -393,7 +393,7 @@ def test_reporter_and_janitor_settings(tmp_path):
 
 
 def test_the_report_says_which_cells_were_not_run_and_why(tmp_path):
-    from cpython_perf import report
+    from cpython_perf.report import report
 
     (tmp_path / "skipped.json").write_text(json.dumps({"3.13-fp-aarch64": "no connected worker (arm-1)"}))
     md = report.skipped_markdown(tmp_path)

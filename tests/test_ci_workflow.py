@@ -341,7 +341,7 @@ def test_debian_archive_is_the_repository_variable_or_the_default():
 
 
 def test_the_weekly_pin_check_opens_an_issue_instead_of_failing_the_matrix():
-    """The pins are checked weekly in a workflow of their own (cpython_perf/pins.py): a stale pin opens or
+    """The pins are checked weekly in a workflow of their own (cpython_perf/source/pins.py): a stale pin opens or
     updates an issue, python.org being down is a warning, and the matrix's scheduled run never fails for
     either."""
     workflow = load("pins.yml")
@@ -459,7 +459,7 @@ def test_a_documentation_only_change_runs_no_cell_and_all_green_still_passes():
     assert '"skipped"' not in script, "a skipped job must not fail all-green"
     # a label still asks for its cells; code changes and unknown changes select the smoke cells
     assert ci_plan.build_plan(MATRIX, "pull_request", labels="cell:3.9-fp", changed=docs)["selection"]["cells"] == ["3.9-fp"]
-    assert ci_plan.build_plan(MATRIX, "pull_request", changed=["docs/ci.md", "cpython_perf/report.py"])["selection"]["cells"]
+    assert ci_plan.build_plan(MATRIX, "pull_request", changed=["docs/ci.md", "cpython_perf/report/report.py"])["selection"]["cells"]
     assert set(ci_plan.build_plan(MATRIX, "pull_request", changed=None)["selection"]["cells"]) == set(MATRIX.smoke_cells)
     assert ci_plan.build_plan(MATRIX, "schedule", changed=docs)["selection"]["cells"] == list(MATRIX.cells)
 

@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 from cpython_perf.check import external
-from cpython_perf import report
+from cpython_perf.report import report
 from cpython_perf.check.external import Evidence, ExternalTarget, PerfFacts, TargetFacts
 from cpython_perf.matrix import load_matrix
 

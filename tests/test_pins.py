@@ -1,4 +1,4 @@
-"""`python -m cpython_perf pin`: choosing releases, rewriting recipes, --check, offline (cpython_perf/pins.py).
+"""`python -m cpython_perf pin`: choosing releases, rewriting recipes, --check, offline (cpython_perf/source/pins.py).
 
 The network is injected: a dict stands for python.org's listings, a loopback HTTP server for its downloads
 (the 3.13.5 tarball and its real OpenPGP signature), a closed loopback port for a machine that cannot reach

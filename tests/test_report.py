@@ -1,4 +1,4 @@
-"""Unit tests of cpython_perf.report (no Docker)."""
+"""Unit tests of cpython_perf.report.report (no Docker)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cpython_perf import report
+from cpython_perf.report import report
 from cpython_perf.matrix import load_matrix
 
 MATRIX = load_matrix()

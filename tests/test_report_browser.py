@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from cpython_perf import report
+from cpython_perf.report import report
 from cpython_perf.matrix import load_matrix
 
 from tests.test_report import case, junit

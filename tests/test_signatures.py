@@ -1,4 +1,4 @@
-"""Release signatures (cpython_perf/signatures.py) and `build`'s use of them (sources.fetch_source).
+"""Release signatures (cpython_perf/source/signatures.py) and `build`'s use of them (sources.fetch_source).
 
 OpenPGP for real: CPython 3.13.5's tarball with the upstream signature Debian's python3.13 source package
 carries, checked with gpgv against keys/thomas-wouters.asc; a tampered tarball and a wrong key must fail.

@@ -31,7 +31,7 @@ with the diagnosis (never passed), and one that works with -X passes, the
 activations that did not work (and why) kept as its caveat.  The check
 scripts (conformance/scripts/check_*.py) run with the target's python too:
 those needing a claimed mode always, the others where the interpreter offers
-the backends they need.  The report (cpython_perf.report) shows one row per
+the backends they need.  The report (cpython_perf.report.report) shows one row per
 (image, python, mode) under "External interpreters".
 
 `python -m cpython_perf.check.external image --suite trixie --package python3.13`

@@ -85,7 +85,7 @@ def signer_for(version: str) -> Signer:
     for signer in RELEASE_MANAGERS:
         if series in signer.series:
             return signer
-    raise SignatureError(f"no release manager is recorded for CPython {series} in cpython_perf/signatures.py "
+    raise SignatureError(f"no release manager is recorded for CPython {series} in cpython_perf/source/signatures.py "
                          "(RELEASE_MANAGERS): add the one python.org lists for that series")
 
 

@@ -10,7 +10,7 @@ bytes does the fetch fail, naming every source tried and what it gave.
 Nothing half-downloaded ever sits under the final name: files are written
 under a temporary name in the cache and renamed once verified.
 
-The release's signature (cpython_perf/signatures.py) is checked whenever one
+The release's signature (cpython_perf/source/signatures.py) is checked whenever one
 is at hand: the `.asc` (up to 3.13) or `.sigstore` (3.14 on) fetched with the
 tarball from python.org or carried by the Debian source package, kept next to
 the tarball in the cache, or one in the Debian source package cache

@@ -88,10 +88,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .matrix import DEFAULT_ARCH, PROJECT_ROOT, Cell, Matrix, load_matrix
-from .record.perf_runs import SEED_SCRIPT
-from .record.perf_samples import py_symbol
-from .check.regrtest import parse_junit as parse_regrtest_junit
+from ..matrix import DEFAULT_ARCH, PROJECT_ROOT, Cell, Matrix, load_matrix
+from ..record.perf_runs import SEED_SCRIPT
+from ..record.perf_samples import py_symbol
+from ..check.regrtest import parse_junit as parse_regrtest_junit
 
 OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed")
 # A cell's status: ran (passed / failed / incomplete) or why it has no results
@@ -932,9 +932,9 @@ def render_flamegraphs(results_dir: Path, cells, renderer) -> dict[str, tuple[st
 
 def default_renderer(matrix: Matrix):
     """inferno in the tools image; or, where Docker is not available, the reason."""
-    from . import host
-    from .build import tools
-    from .errors import DockerUnavailable
+    from .. import host
+    from ..build import tools
+    from ..errors import DockerUnavailable
 
     try:
         client = host.docker_client()
