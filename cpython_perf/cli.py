@@ -102,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-lintian", action="store_true", help="skip lintian and the archive comparison")
     p = sub.add_parser("sbom", help="the SBOM (CycloneDX JSON, validated) of a cell's image or (--lane) of a "
                                     "distro lane's built packages: source and sha256, each patch with its sha256 "
-                                    "and DEP-3 origin, the Debian packages with versions (cpython_perf/build/sbom.py)")
+                                    "and DEP-3 origin, the Debian packages with versions (cpython_perf/build/sbom.py, "
+                                    "cpython_perf/distro/sbom.py)")
     from .build import sbom as sbom_command
     sbom_command.add_arguments(p)
     p = sub.add_parser("reproducibility", help="build a cell twice (its own build; then another build path, "
@@ -227,6 +228,12 @@ def main(argv: list[str] | None = None) -> int:
                                           args.other_build_path)
             return 1 if summary["unexplained"] else 0
         elif args.command == "sbom":
+            if bool(args.cell) == bool(args.lane):
+                raise DriverError("name either a cell (python -m cpython_perf sbom 3.13-fp) or a lane "
+                                  "(--lane bookworm-3.11)")
+            if args.lane:
+                from .distro import sbom as lane_sbom
+                return lane_sbom.command(matrix, args, _log)
             return build.sbom_command(matrix, args, _log)
         elif args.command == "deb-check":
             from .distro import deb_check

@@ -19,6 +19,7 @@ pytest.importorskip("cyclonedx.validation.json", reason="cyclonedx-python-lib is
 from cpython_perf import cli
 from cpython_perf.build import images, sbom
 from cpython_perf.distro import deb_build, series_forms  # noqa: E402
+from cpython_perf.distro import sbom as lane_sbom  # noqa: E402
 from cpython_perf.errors import DriverError  # noqa: E402
 from cpython_perf.matrix import PROJECT_ROOT, load_matrix  # noqa: E402
 
@@ -231,8 +232,8 @@ def _lane_output(tmp: Path, *, key: str | None = None, with_series: bool = True)
 
 def test_lane_sbom_from_a_built_output_is_valid_and_names_dsc_series_debs_and_build_packages(tmp_path):
     out, dsc = _lane_output(tmp_path)
-    facts = sbom.lane_facts(LANE, MATRIX, out, dsc)
-    text = sbom.lane_bom(facts)
+    facts = lane_sbom.lane_facts(LANE, MATRIX, out, dsc)
+    text = lane_sbom.lane_bom(facts)
     assert sbom.validate(text) is None
     doc = _doc(text)
     main = doc["metadata"]["component"]
@@ -262,44 +263,44 @@ def test_lane_sbom_from_a_built_output_is_valid_and_names_dsc_series_debs_and_bu
     props = _props(main)
     assert props["cpython-perf:build-key"][0].startswith(out.name)
     assert props["cpython-perf:env:DEB_CFLAGS_APPEND"] == ["-fno-omit-frame-pointer"]
-    assert sbom.lane_bom(sbom.lane_facts(LANE, MATRIX, out, dsc)) == text   # deterministic
+    assert lane_sbom.lane_bom(lane_sbom.lane_facts(LANE, MATRIX, out, dsc)) == text   # deterministic
 
 
 def test_lane_output_of_other_inputs_is_refused(tmp_path):
     out, dsc = _lane_output(tmp_path, key="0123456789abcdef")
     with pytest.raises(DriverError, match="not built from the lane's current inputs"):
-        sbom.lane_facts(LANE, MATRIX, out, dsc)
+        lane_sbom.lane_facts(LANE, MATRIX, out, dsc)
 
 
 def test_lane_baseline_output_and_missing_deb_are_refused(tmp_path):
     (tmp_path / "a").mkdir()
     out, dsc = _lane_output(tmp_path / "a", with_series=False)
     with pytest.raises(DriverError, match="baseline"):
-        sbom.lane_facts(LANE, MATRIX, out, dsc)
+        lane_sbom.lane_facts(LANE, MATRIX, out, dsc)
     (tmp_path / "b").mkdir()
     out, dsc = _lane_output(tmp_path / "b")
     next(out.glob("python3.11_*.deb")).unlink()
     with pytest.raises(DriverError, match="is missing"):
-        sbom.lane_facts(LANE, MATRIX, out, dsc)
+        lane_sbom.lane_facts(LANE, MATRIX, out, dsc)
 
 
 def test_lane_packages_dir_is_the_one_with_series_build(tmp_path):
     with pytest.raises(DriverError, match="no finished build"):
-        sbom.lane_packages_dir(LANE, tmp_path)
+        lane_sbom.lane_packages_dir(LANE, tmp_path)
     for key, with_series in (("a" * 16, True), ("b" * 16, False)):
         d = tmp_path / LANE.name / key
         d.mkdir(parents=True)
         (d / "DONE").write_text(json.dumps({"flavour": {"with_series": with_series}}))
-    assert sbom.lane_packages_dir(LANE, tmp_path).name == "a" * 16
+    assert lane_sbom.lane_packages_dir(LANE, tmp_path).name == "a" * 16
     d = tmp_path / LANE.name / ("c" * 16)
     d.mkdir()
     (d / "DONE").write_text(json.dumps({"flavour": {"with_series": True, "environment": {"x": "1"}}}))
     with pytest.raises(DriverError, match="--packages"):
-        sbom.lane_packages_dir(LANE, tmp_path)
+        lane_sbom.lane_packages_dir(LANE, tmp_path)
 
 
 def test_buildinfo_packages_keep_arch_qualifiers():
-    fields, packages = sbom.parse_buildinfo(BUILDINFO)
+    fields, packages = lane_sbom.parse_buildinfo(BUILDINFO)
     assert fields["Build-Architecture"] == "amd64"
     assert [(p.name, p.version, p.arch) for p in packages] == [
         ("autoconf", "2.71-3", "amd64"), ("gcc-12", "12.2.0-14+deb12u1", "amd64"),
@@ -307,10 +308,10 @@ def test_buildinfo_packages_keep_arch_qualifiers():
 
 
 def test_deb_file_names_are_checked():
-    assert sbom.deb_file_facts("python3.11_3.11.2-6+deb12u8+perf1_amd64.deb") == \
+    assert lane_sbom.deb_file_facts("python3.11_3.11.2-6+deb12u8+perf1_amd64.deb") == \
         ("python3.11", "3.11.2-6+deb12u8+perf1", "amd64")
     with pytest.raises(DriverError, match="not a .deb file name"):
-        sbom.deb_file_facts("python3.11.deb")
+        lane_sbom.deb_file_facts("python3.11.deb")
 
 
 def test_command_wants_a_cell_or_a_lane(capsys):

@@ -88,27 +88,10 @@ def rendered_dockerfile(cell: Cell, matrix: Matrix | None = None) -> str:
 
 
 def sbom_command(matrix: Matrix, args, log=print) -> int:
-    """`python -m cpython_perf sbom CELL | --lane LANE` (cpython_perf.build.sbom)."""
+    """`python -m cpython_perf sbom CELL`: the SBOM of the cell's current image (cpython_perf.build.sbom)."""
     from . import sbom
     from ..errors import DriverError
-    from ..matrix import PROJECT_ROOT
 
-    if bool(args.cell) == bool(args.lane):
-        raise DriverError("name either a cell (python -m cpython_perf sbom 3.13-fp) or a lane (--lane bookworm-3.11)")
-    if args.lane:
-        from ..distro.source_packages import fetch_source_package
-
-        lane = matrix.distro(args.lane)
-        packages_dir = Path(args.packages) if args.packages else sbom.lane_packages_dir(lane)
-        package = fetch_source_package(lane, log=log)
-        facts = sbom.lane_facts(lane, matrix, packages_dir, package.dsc)
-        text = sbom.lane_bom(facts)
-        default = PROJECT_ROOT / "results" / "sbom" / f"deb-{lane.name}.cdx.json"
-        out = sbom.write(text, Path(args.out) if args.out else default)
-        log(f"{out}: CycloneDX {sbom.SPEC_VERSION}, valid (the library's JSON-schema validator); {lane.source_package} "
-            f"{facts.built_version} from {packages_dir}: {len(facts.debs)} .debs, {len(facts.patches)} patches, "
-            f"{len(facts.build_depends)} build-environment packages")
-        return 0
     cell = matrix.cell(args.cell)
     client = host.docker_client(log)
     inputs = images.cell_inputs(cell, matrix.base_suite, None, log, matrix)
