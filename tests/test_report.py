@@ -547,14 +547,14 @@ def test_the_seed_chain_test_saves_what_the_report_links():
     """conformance/test_seed_chain.py names its files with report.seed_perf_script_name, which the report's
     glob finds."""
     import fnmatch
-    source = (Path(report.__file__).parent.parent / "conformance" / "test_seed_chain.py").read_text()
+    source = (report.PROJECT_ROOT / "conformance" / "test_seed_chain.py").read_text()
     assert "keep_perf_script(runner, cell, seed_perf_script_name(mode, activation))" in source
     assert fnmatch.fnmatch(report.seed_perf_script_name("perf_jit", "sys_api"), report.SEED_RUN_SCRIPTS)
 
 
 def test_the_report_job_reads_the_plan_and_keeps_the_perf_script_files():
     import yaml
-    root = Path(report.__file__).parent.parent / ".github" / "workflows"
+    root = report.PROJECT_ROOT / ".github" / "workflows"
     steps = yaml.safe_load((root / "matrix.yml").read_text())["jobs"]["report"]["steps"]
     plan = [s for s in steps if s.get("with", {}).get("name") == "plan"]
     assert plan and plan[0]["with"]["path"] == "results", "the report job downloads plan.json into results/"
