@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import shutil
 import subprocess
@@ -203,6 +205,8 @@ def test_cell_digest_is_the_drivers(monkeypatch, tmp_path):
         return tmp_path / recipe.filename
 
     monkeypatch.setattr(sources, "fetch_source", fake_fetch)
+    monkeypatch.setattr(images.patches, "check_cell_series",
+                        lambda read, source, root, log=print: dataclasses.replace(read, applied=0))   # nothing to apply to a fake tarball
     emulated = {job["name"]: job for job in build_plan(MATRIX, "push", aarch64="qemu")["images"]}
     for name, host, plan_images in (("3.13-fp", "x86_64", by_name), ("3.11-fp-vanilla", "x86_64", by_name),
                                     ("3.13-release-i386", "x86_64", by_name),

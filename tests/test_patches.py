@@ -105,6 +105,39 @@ def test_additions_are_copied_before_patching(tmp_path, tarball):
 
 
 
+def _recipe(tarball):
+    from cpython_perf.matrix import Recipe
+    return Recipe(version="3.99.0", url=f"https://example.invalid/{tarball.name}", sha256="0" * 64, size=None,
+                  debian=None, configure=(), path=tarball)
+
+
+def test_the_source_stage_checks_a_read_series_on_the_verified_source(tmp_path, tarball):
+    """check_cell_series applies the patches read_cell_series read (not the series file again) to the verified
+    tarball and says so; the value handed on carries how many applied."""
+    from cpython_perf.source import sources
+
+    series = make_series(tmp_path, good=GOOD)
+    read = patches.read_cell_series(series)
+    assert read.applied is None and [p.name for p in read.patches] == ["good.patch"]
+    series.write_text("# the file changed after it was read: the stage applies what it read\n")
+    lines = []
+    checked = patches.check_cell_series(read, sources.VerifiedSource(_recipe(tarball), tarball, True), tmp_path,
+                                        lines.append)
+    assert checked.applied == 1 and checked.patches == read.patches
+    assert lines == [f"series {series}: 1 patches apply to Python-3.99.0"]
+    bad = patches.read_cell_series(make_series(tmp_path, bad=BAD))
+    with pytest.raises(PatchFailed, match="patch bad.patch does not apply"):
+        patches.check_cell_series(bad, sources.VerifiedSource(_recipe(tarball), tarball, True), tmp_path)
+
+
+def test_the_source_stage_checks_no_series_on_an_unverified_source(tmp_path, tarball):
+    from cpython_perf.source import sources
+
+    read = patches.read_cell_series(make_series(tmp_path, good=GOOD))
+    with pytest.raises(ValueError, match="was not fetched and verified"):
+        patches.check_cell_series(read, sources.pinned_source(_recipe(tarball)), tmp_path)
+
+
 def test_dep3_fields(tmp_path):
     p = tmp_path / "x.patch"
     p.write_text("Subject: thing\nOrigin: vendor\n continued\n---\n")

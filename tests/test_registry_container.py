@@ -96,7 +96,7 @@ def stand_in(client, tags: list, tag: str, inputs_digest: str, tmp_path: Path) -
     return image.id
 
 
-def cell_inputs(name: str = CELL, matrix=MATRIX) -> images.CellInputs:
+def cell_inputs(name: str = CELL, matrix=MATRIX) -> images.BuildContext:
     return images.cell_inputs(matrix.cell(name), matrix.base_suite, log=lambda *_: None, matrix=matrix, fetch=False)
 
 

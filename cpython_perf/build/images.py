@@ -25,6 +25,7 @@ which changes no input keeps the digest, and an image pulled from a registry
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import shutil
@@ -169,21 +170,31 @@ def _image_exists(client, ref: str) -> bool:
 # cell images
 
 
-@dataclass
-class CellInputs:
-    """Everything a cell image is made from, and its digest."""
+@dataclass(frozen=True)
+class BuildContext:
+    """The build stage's value for a cell: everything its image is made from (the source and the series the
+    source stage handed over, the base images, the rendered Dockerfile) and the inputs digest of them all, which
+    labels the image (INPUTS_LABEL) and names it in a registry."""
 
     cell: Cell
     base_tag: str
-    tarball: Path
-    patches: list[patches.Patch]
+    source: sources.VerifiedSource
+    series: patches.CheckedSeries
     digest: str
-    # a cross-compiled cell: its arch's base image, and the inputs of the host
+    # a cross-compiled cell: its arch's base image, and the context of the host
     # cell whose interpreter is the build Python
     target_base_tag: str = ""
-    build_python: "CellInputs | None" = None
+    build_python: "BuildContext | None" = None
 
     host: str = HOST_ARCH   # the arch of the machine that builds it
+
+    @property
+    def tarball(self) -> Path:
+        return self.source.tarball
+
+    @property
+    def patches(self) -> list[patches.Patch]:
+        return list(self.series.patches)
 
     def dockerfile(self, digest: str = "unset", variation: render.BuildVariation | None = None) -> str:
         return render.render_cell_dockerfile(
@@ -193,13 +204,15 @@ class CellInputs:
 
 
 def cell_inputs(cell: Cell, suite: str, cache_dir: Path | None = None, log=print,
-                matrix: Matrix | None = None, *, fetch: bool = True, host: str | None = None) -> CellInputs:
-    """Fetch the cell's source (may raise SourceUnavailable) and digest its inputs.
+                matrix: Matrix | None = None, *, fetch: bool = True, host: str | None = None) -> BuildContext:
+    """The source stage and the build context of a cell, one after the other: its source fetched and verified
+    (may raise SourceUnavailable, HashMismatch, SignatureError), its series checked on it (PatchFailed), then its
+    Dockerfile rendered and its inputs digested (build_context).
 
     A cross-compiled cell's inputs include its build Python cell's (matrix is
     needed to find it), so that a change there rebuilds it too.  The tarball
     enters the digest by its pinned sha256, so fetch=False (the CI plan,
-    cpython_perf.ci.plan) gives the same digest without fetching anything;
+    cpython_perf.ci.plan) gives the same digest without fetching or applying anything;
     tarball is then only the file's name.  host: the arch of the machine that builds it (default: this one;
     the plan asks for the runner's): a cell built natively and the same cell cross-compiled have different
     Dockerfiles, so different digests.  A cell the host cannot build is an error saying where it builds.
@@ -208,30 +221,43 @@ def cell_inputs(cell: Cell, suite: str, cache_dir: Path | None = None, log=print
     why_not = cannot_build_reason(cell.arch, host)
     if why_not:
         raise DriverError(f"{cell.name}: {why_not}")
-    tarball = sources.fetch_source(cell.recipe, cache_dir, log) if fetch else Path(cell.recipe.filename)
-    series = patches.read_series(cell.series) if cell.series else []
-    base_tag = render.build_base_image_tag(suite, cell.arch, host)
-    target_base_tag, build_python = "", None
+    if fetch:   # the source stage: the verified tarball, then the series checked on it
+        source = sources.verified_source(cell.recipe, cache_dir, log)
+        series = patches.check_cell_series(patches.read_cell_series(cell.series, cell.additions), source,
+                                           ADDITIONS_ROOT, log)
+    else:       # the pins and the series' bytes are all the inputs digest needs
+        source = sources.pinned_source(cell.recipe)
+        series = patches.read_cell_series(cell.series, cell.additions)
+    build_python = None
     if cell.foreign_on(host):
         if matrix is None:
             raise DriverError(f"{cell.name} is cross-compiled: the matrix is needed to find its build Python cell")
         build_python = cell_inputs(matrix.build_python_cell_on(cell, host), suite, cache_dir, log, matrix,
                                    fetch=fetch, host=host)
-        target_base_tag = render.foreign_base_image_tag(suite, cell.arch, host)
-    inputs = CellInputs(cell, base_tag, tarball, series, "", target_base_tag, build_python, host)
+    return build_context(cell, suite, source, series, build_python, host)
+
+
+def build_context(cell: Cell, suite: str, source: sources.VerifiedSource, series: patches.CheckedSeries,
+                  build_python: BuildContext | None = None, host: str | None = None) -> BuildContext:
+    """The cell's build context: its base images, its Dockerfile rendered from docker/, and the inputs digest
+    over the Dockerfile, the build Python's digest (a cross build), the build script, the tarball's pinned
+    sha256, the series file, each patch and each addition."""
+    host = host or HOST_ARCH
+    base_tag = render.build_base_image_tag(suite, cell.arch, host)
+    target_base_tag = render.foreign_base_image_tag(suite, cell.arch, host) if cell.foreign_on(host) else ""
+    undigested = BuildContext(cell, base_tag, source, series, "", target_base_tag, build_python, host)
     digest = hashlib.sha256()
     for part in (
-        inputs.dockerfile().encode(),
+        undigested.dockerfile().encode(),
         *([build_python.digest.encode()] if build_python else []),
         render.BUILD_SCRIPT.read_bytes(),
         cell.recipe.sha256.encode(),
-        cell.series.read_bytes() if cell.series else b"",
-        *(p.path.read_bytes() for p in series),
-        *((rel.encode() + (ADDITIONS_ROOT / rel).read_bytes()) for rel in cell.additions),
+        series.series.read_bytes() if series.series else b"",
+        *(p.path.read_bytes() for p in series.patches),
+        *((rel.encode() + (ADDITIONS_ROOT / rel).read_bytes()) for rel in series.additions),
     ):
         digest.update(hashlib.sha256(part).digest())
-    inputs.digest = digest.hexdigest()
-    return inputs
+    return dataclasses.replace(undigested, digest=digest.hexdigest())
 
 
 def series_digest(cell: Cell) -> str | None:
@@ -273,7 +299,7 @@ def project_revision(environ=None, root: Path = PROJECT_ROOT) -> str | None:
     return head.stdout.strip() + dirty
 
 
-def build_labels(inputs: CellInputs, environ=None, revision: str | None = None) -> dict[str, str]:
+def build_labels(inputs: BuildContext, environ=None, revision: str | None = None) -> dict[str, str]:
     """The labels `docker build` adds to a cell image beside its Dockerfile's (cell, modes, inputs digest): the
     project's repository and git revision where known, the CPython source's URL and sha256, the series' digest.
     None of them enters the inputs digest: the revision changes with every commit, the source and series are in
@@ -292,7 +318,7 @@ def build_labels(inputs: CellInputs, environ=None, revision: str | None = None) 
     return labels
 
 
-def image_is_current(client, inputs: CellInputs) -> bool:
+def image_is_current(client, inputs: BuildContext) -> bool:
     import docker.errors
 
     try:
@@ -302,7 +328,7 @@ def image_is_current(client, inputs: CellInputs) -> bool:
     return (image.labels or {}).get(INPUTS_LABEL) == inputs.digest
 
 
-def prepare_context(inputs: CellInputs, ctx: Path, variation: render.BuildVariation | None = None) -> str:
+def prepare_context(inputs: BuildContext, ctx: Path, variation: render.BuildVariation | None = None) -> str:
     """Fill a build context directory; return the rendered Dockerfile."""
     cell = inputs.cell
     dockerfile = inputs.dockerfile(inputs.digest, variation)
@@ -312,31 +338,31 @@ def prepare_context(inputs: CellInputs, ctx: Path, variation: render.BuildVariat
         os.link(inputs.tarball, ctx / cell.recipe.filename)
     except OSError:
         shutil.copy2(inputs.tarball, ctx / cell.recipe.filename)
-    if cell.series:
+    series = inputs.series
+    if series.series:
         (ctx / "patches").mkdir()
-        shutil.copy2(cell.series, ctx / "patches" / "series")
-        for p in inputs.patches:
+        shutil.copy2(series.series, ctx / "patches" / "series")
+        for p in series.patches:
             shutil.copy2(p.path, ctx / "patches" / p.name)
-    if cell.additions:
-        patches.copy_additions(cell.additions, ADDITIONS_ROOT, ctx / "additions")
+    if series.additions:
+        patches.copy_additions(series.additions, ADDITIONS_ROOT, ctx / "additions")
     return dockerfile
 
 
-def build_cell_image(client, inputs: CellInputs, suite: str, log=print, base_mode: str | None = None,
+def build_cell_image(client, inputs: BuildContext, suite: str, log=print, base_mode: str | None = None,
                      no_cache: bool = False, pull=None, *, tag: str | None = None,
                      variation: render.BuildVariation | None = None, container_limits: dict | None = None) -> str:
-    """Check the series applies, make sure the base exists, build the cell image, put its SBOM into it
+    """The image stage: from a build context whose source was verified and whose series was checked on it
+    (cell_inputs with fetch), make sure the base exists, build the cell image, put its SBOM into it
     (attach_sbom) and tag it (tag: another tag than the cell's image, e.g. a reproducibility build's;
     variation and container_limits: a build under other conditions, cpython_perf.build.reproducibility).  pull: a
-    function of CellInputs that fetches the image of those inputs from a registry, True where it did
+    function of BuildContext that fetches the image of those inputs from a registry, True where it did
     (build.py's, with cpython_perf.build.registry): a cross build's missing build Python image is pulled with it
     before it is built."""
     cell = inputs.cell
-    applied = patches.check_series_applies(
-        inputs.tarball, cell.recipe.srcdir, cell.additions, ADDITIONS_ROOT, cell.series
-    )
-    if cell.series:
-        log(f"series {cell.series.relative_to(PROJECT_ROOT)}: {applied} patches apply to {cell.recipe.srcdir}")
+    if not inputs.source.verified or inputs.series.applied is None:
+        raise DriverError(f"{cell.name}: its build context was made without fetching the source (fetch=False); "
+                          "a build needs the source verified and its series checked on it first")
     if inputs.host != HOST_ARCH:
         raise DriverError(f"{cell.name}: its inputs were computed for an {inputs.host} host; this one is {HOST_ARCH}")
     if cell.arch == HOST_ARCH or cell.foreign:
@@ -361,7 +387,7 @@ def build_cell_image(client, inputs: CellInputs, suite: str, log=print, base_mod
     return attach_sbom(client, inputs, tag, suite, log, save=tag == cell.image, facts=facts)
 
 
-def attach_sbom(client, inputs: CellInputs, tag: str, suite: str, log=print, save: bool = True,
+def attach_sbom(client, inputs: BuildContext, tag: str, suite: str, log=print, save: bool = True,
                 facts=None) -> str:
     """Put the image's SBOM (cpython_perf.build.sbom, CycloneDX JSON) at sbom.IMAGE_SBOM_PATH, in a layer of its own
     on top of the built image, with the label sbom.SBOM_LABEL = its sha256, and tag the result as tag; save:

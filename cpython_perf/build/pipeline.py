@@ -13,7 +13,9 @@ from ..matrix import Cell, Matrix, load_matrix
 
 def build_cell(cell: Cell, matrix: Matrix | None = None, log=print, base_mode: str | None = None,
                cache_dir: Path | None = None, no_cache: bool = False, registry: str | None = None) -> dict:
-    """Fetch, check, and build the cell's image; return timings, the tag and how it was had (`how`).
+    """The cell down the stages, each once: the source (its tarball fetched and verified, its series checked on
+    it), the build context (its Dockerfile rendered, its inputs digest: images.cell_inputs), the image (built,
+    its SBOM attached, tagged: images.build_cell_image); return timings, the tag and how it was had (`how`).
 
     With a registry (cpython_perf.build.registry) and without no_cache: a current local image is used as it is, else
     the image published for the cell's inputs is pulled; only where neither is had does it build."""
@@ -43,7 +45,7 @@ def _puller(client, registry: str | None, log):
     return lambda inputs: published.pull_published(client, inputs, registry, log)
 
 
-def _current_or_pulled(client, inputs: images.CellInputs, registry: str | None, log) -> str | None:
+def _current_or_pulled(client, inputs: images.BuildContext, registry: str | None, log) -> str | None:
     """`current` where the local image carries inputs' digest, `pulled` where the registry had it, else None."""
     if images.image_is_current(client, inputs):
         log(f"{inputs.cell.image} is current (inputs {inputs.digest}); not pulling or building it")

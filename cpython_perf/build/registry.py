@@ -18,7 +18,7 @@ import os
 import re
 
 from ..errors import DriverError, RuntimeFailure
-from .images import INPUTS_LABEL, CellInputs
+from .images import INPUTS_LABEL, BuildContext
 from ..matrix import IMAGE_REPOSITORY
 
 REGISTRY_ENV = "CPYTHON_PERF_REGISTRY"
@@ -89,7 +89,7 @@ def _why(exc: Exception) -> str:
     return text.strip().splitlines()[0][:300] if text.strip() else type(exc).__name__
 
 
-def pull_published(client, inputs: CellInputs, registry: str, log=print, local: str | None = None) -> bool:
+def pull_published(client, inputs: BuildContext, registry: str, log=print, local: str | None = None) -> bool:
     """Pull the image published for inputs and tag it local (default: the cell's own tag).  True when pulled and
     its inputs label is inputs.digest; False, saying why in one line, when the registry does not answer, has no
     such tag or holds an image of other inputs under it (then nothing is tagged)."""
@@ -117,7 +117,7 @@ def pull_published(client, inputs: CellInputs, registry: str, log=print, local: 
     return True
 
 
-def push_published(client, inputs: CellInputs, registry: str, log=print, local: str | None = None) -> str:
+def push_published(client, inputs: BuildContext, registry: str, log=print, local: str | None = None) -> str:
     """Push the current local image of inputs (default: the cell's own tag) as published_ref; return
     `<repository>@<manifest digest>`.  An image missing or of other inputs is an error (never published under
     a digest it was not built from); so is a registry that refuses it or does not answer."""

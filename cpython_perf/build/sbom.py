@@ -279,7 +279,7 @@ def _depends(document, ref_of, dependents) -> None:
 
 @dataclass(frozen=True)
 class CellFacts:
-    """What a cell image's SBOM states, gathered from its inputs (images.CellInputs) and the image."""
+    """What a cell image's SBOM states, gathered from its inputs (images.BuildContext) and the image."""
 
     cell: str
     version: str
@@ -304,7 +304,7 @@ class CellFacts:
 
 
 def cell_facts(inputs, packages: list[DebPackage], sde: int | None = None, distro: str = "") -> CellFacts:
-    """The facts of a cell image from its images.CellInputs and the packages installed in it."""
+    """The facts of a cell image from its images.BuildContext and the packages installed in it."""
     from . import render
     from ..matrix import PROJECT_ROOT
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from .. import host
 from ..errors import PatchFailed
+from ..matrix import PROJECT_ROOT
 
 DEP3_REQUIRED = ("Description", "Origin", "Forwarded", "Last-Update")
 # DEP-3 allows Subject as an alias of Description.
@@ -150,7 +151,10 @@ def check_series_applies(tarball: Path, srcdir: str, additions, additions_root: 
     """
     if series is None and not additions:
         return 0
-    patches = read_series(series) if series else []
+    return _apply_to_pristine(tarball, srcdir, additions, additions_root, read_series(series) if series else [])
+
+
+def _apply_to_pristine(tarball: Path, srcdir: str, additions, additions_root: Path, patches: list[Patch]) -> int:
     with tempfile.TemporaryDirectory(prefix="cpython-perf-patchcheck-") as tmp:
         with tarfile.open(tarball) as tar:
             tar.extractall(tmp, filter="tar") if hasattr(tarfile, "data_filter") else tar.extractall(tmp)
@@ -158,3 +162,43 @@ def check_series_applies(tarball: Path, srcdir: str, additions, additions_root: 
         copy_additions(additions, additions_root, tree)
         apply_series(patches, tree)
     return len(patches)
+
+
+@dataclass(frozen=True)
+class CheckedSeries:
+    """The source stage's value for a cell's patches: the series file, the patches it names in order, the
+    additions (whole files from Python-additions/), and how many patches applied to the verified pristine
+    source on the host (applied; None: read only, no source at hand: the inputs digest needs only their
+    bytes, a build needs them applied first)."""
+
+    series: Path | None
+    patches: tuple[Patch, ...]
+    additions: tuple[str, ...]
+    applied: int | None = None
+
+
+def read_cell_series(series: Path | None, additions=()) -> CheckedSeries:
+    """A cell's series and additions, read and not applied."""
+    return CheckedSeries(series, tuple(read_series(series)) if series else (), tuple(additions))
+
+
+def check_cell_series(read: CheckedSeries, source, additions_root: Path, log=print) -> CheckedSeries:
+    """Apply the series (after the additions) to source (a verified sources.VerifiedSource) in a scratch tree:
+    a patch that does not apply is a PatchFailed naming it, before Docker starts."""
+    if not source.verified:
+        raise ValueError(f"{source.recipe.filename} was not fetched and verified: the series is checked on the "
+                         "verified source")
+    applied = 0
+    if read.series is not None or read.additions:
+        applied = _apply_to_pristine(source.tarball, source.recipe.srcdir, read.additions, additions_root,
+                                     list(read.patches))
+    if read.series:
+        log(f"series {_shown(read.series)}: {applied} patches apply to {source.recipe.srcdir}")
+    return CheckedSeries(read.series, read.patches, read.additions, applied)
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(path.relative_to(PROJECT_ROOT))
+    except ValueError:
+        return str(path)

@@ -28,6 +28,7 @@ import subprocess
 import tempfile
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import signatures
@@ -77,6 +78,30 @@ def mismatch(path: Path, recipe: Recipe) -> str | None:
 def _remote_sources():
     """The places a source is fetched from after the cache, in order (looked up at call time)."""
     return (("python.org", _from_python_org), ("Debian", _from_debian))
+
+
+@dataclass(frozen=True)
+class VerifiedSource:
+    """The source stage's value for a recipe: its tarball, and whether it was fetched and verified.
+
+    verified: the file in the source cache has the pinned sha256 (and size), and the release's signature
+    was checked where one was at hand (fetch_source).  Not verified (pinned_source): only the file's name
+    is known.  The inputs digest takes the tarball by its pinned sha256, so both give the same digest; only
+    a build needs the verified file."""
+
+    recipe: Recipe
+    tarball: Path
+    verified: bool
+
+
+def verified_source(recipe: Recipe, cache_dir: Path | None = None, log=print) -> VerifiedSource:
+    """The recipe's tarball from the cache or fetched (fetch_source), its bytes and signature checked."""
+    return VerifiedSource(recipe, fetch_source(recipe, cache_dir, log), True)
+
+
+def pinned_source(recipe: Recipe) -> VerifiedSource:
+    """The recipe's source as its pins name it, nothing fetched: what the inputs digest and the CI plan need."""
+    return VerifiedSource(recipe, Path(recipe.filename), False)
 
 
 def fetch_source(recipe: Recipe, cache_dir: Path | None = None, log=print) -> Path:
