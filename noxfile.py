@@ -42,7 +42,7 @@ def _install(session):
 
 def _install_workflow_linters(session):
     """actionlint, shellcheck, check-jsonschema and zizmor (pyproject's workflow-lint extra) for the offline
-    checks of .github/workflows/ (tests/test_ci_workflow.py).  Where they cannot be installed the session goes
+    checks of .github/workflows/ (tests/ci/test_ci_workflow.py).  Where they cannot be installed the session goes
     on and those tests skip, saying why (never pass)."""
     out = session.run("python", "-m", "pip", "install", "-q", "-e", ".[workflow-lint]", silent=True,
                       success_codes=range(256))
@@ -139,7 +139,7 @@ def buildbot_local(session):
     venv = Path(session.virtualenv.location) / "buildbot"
     session.run("python", "-m", "cpython_perf.ci.buildbot_local", "run", "--venv", str(venv), "--out", str(out),
                 *session.posargs)
-    session.run("python", "-m", "pytest", "tests/test_buildbot_local.py", "-m", "buildbot_local", "-ra",
+    session.run("python", "-m", "pytest", "tests/ci/test_buildbot_local.py", "-m", "buildbot_local", "-ra",
                 f"--junitxml={out}/junit.xml", env={"CPYTHON_PERF_BUILDBOT_LOCAL_SUMMARY": str(out / "summary.json")})
 
 
@@ -267,7 +267,7 @@ def fedora_build(session):
     3.13): nox -s fedora-build -- 3.11 3.13."""
     _install(session)
     versions = ",".join(session.posargs) or "3.13"
-    session.run("python", "-m", "pytest", "tests/test_series_forms.py", "-m", "fedora_build", "-ra", "-s",
+    session.run("python", "-m", "pytest", "tests/distro/test_series_forms.py", "-m", "fedora_build", "-ra", "-s",
                 env={"CPYTHON_PERF_FEDORA_BUILD": versions})
 
 

@@ -763,7 +763,7 @@ def _load_version(matrix: Matrix, where: _Where, versions, version: str, spec) -
     prerelease = spec.get("prerelease", False)
     if not isinstance(prerelease, bool):
         raise where.error(spec, "prerelease", f"prerelease of {version} must be true or false, not {prerelease!r}")
-    if prerelease:   # (a pre-release pin without it is refused by `pin` and caught by tests/test_pins.py)
+    if prerelease:   # (a pre-release pin without it is refused by `pin` and caught by tests/source/test_pins.py)
         matrix.prerelease_versions = matrix.prerelease_versions | {version}
     support = spec.get("support", "native")
     if support not in SUPPORT_KINDS:

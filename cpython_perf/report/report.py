@@ -795,7 +795,7 @@ def render_markdown(report: Report) -> str:
     return "\n".join(out)
 
 
-# The page fits a 1400-px window without horizontal scrolling (tests/test_report_browser.py): the cells
+# The page fits a 1400-px window without horizontal scrolling (tests/report/test_report_browser.py): the cells
 # table wraps its text anywhere rather than widen the page; the checks grid scrolls inside its own box.
 _CSS = """
 body{font-family:sans-serif;font-size:14px;margin:8px} table{border-collapse:collapse;margin-bottom:1em}

@@ -1,5 +1,5 @@
 """Published cell images without Docker: the registry reference, the tag scheme, the build-time labels, and that
-nothing varying with the git revision reaches the inputs digest (tests/test_registry_container.py pushes and
+nothing varying with the git revision reaches the inputs digest (tests/build/test_registry_container.py pushes and
 pulls for real)."""
 
 from __future__ import annotations
@@ -167,7 +167,7 @@ def test_a_bad_registry_is_a_usage_error_before_docker_is_asked(monkeypatch, cap
 def test_build_with_a_registry_decides_current_then_pulled_then_built(monkeypatch, current, published_there,
                                                                         expected):
     """The order `build CELL --registry REF` follows (the steps themselves run against a real engine and
-    registry in tests/test_registry_container.py)."""
+    registry in tests/build/test_registry_container.py)."""
     from cpython_perf.build import pipeline as build
     from cpython_perf import host
     from cpython_perf.source import sources

@@ -4,7 +4,7 @@ staleness check (cpython_perf/distro/deb_check.py), without Docker.
 `dpkg --compare-versions` is the arbiter of the version order.  The repository tests make a real one with
 reprepro and gpg from tiny .debs made with dpkg-deb (seconds), signed with a throwaway key in a temporary
 GNUPGHOME, and check it with gpgv; they skip, saying so, where reprepro or gpg is not installed.  The same
-repository served to apt in pristine containers of each release: tests/test_apt_repo_container.py.
+repository served to apt in pristine containers of each release: tests/distro/test_apt_repo_container.py.
 """
 
 from __future__ import annotations
@@ -373,7 +373,7 @@ def test_the_repository_has_a_signed_suite_per_release_and_its_key(tmp_path, sig
     assert "deb [signed-by=/etc/apt/keyrings/cpython-perf.gpg] http://127.0.0.1:8000/ bookworm main" in \
         (out / "index.html").read_text()
     assert [p.name for p in out.parent.iterdir()] == ["apt"], "no temporary directory left beside it"
-    # a tampered InRelease no longer verifies (what apt refuses: tests/test_apt_repo_container.py)
+    # a tampered InRelease no longer verifies (what apt refuses: tests/distro/test_apt_repo_container.py)
     inrelease = out / "dists" / "bookworm" / "InRelease"
     inrelease.write_text(inrelease.read_text().replace("Codename: bookworm", "Codename: bookwarm"))
     done = subprocess.run(["gpgv", "--keyring", str(out / apt_repo.KEYRING), str(inrelease)], capture_output=True)

@@ -13,7 +13,7 @@ from cpython_perf.source import sources
 from cpython_perf.errors import HashMismatch, SourceUnavailable
 from cpython_perf.matrix import load_matrix
 
-from .conftest import dedent
+from ..conftest import dedent
 
 PAYLOAD = b"not really a tarball, but bytes with a known hash\n" * 100
 

@@ -8,7 +8,7 @@ from cpython_perf.distro import source_packages
 from cpython_perf.errors import UnknownCell
 from cpython_perf.matrix import load_matrix
 
-from .conftest import edit, expect_error
+from ..conftest import edit, expect_error
 
 
 def test_lanes_load_with_their_series():

@@ -7,7 +7,7 @@ from cpython_perf.matrix import PERF_MODES
 from cpython_perf.record.perf_samples import (PerfScriptError, chain_report, min_chain_fraction, parse_perf_script,
                                               py_symbol, python_frame_count)
 
-from .conftest import dedent
+from ..conftest import dedent
 
 S = "/src/script.py"
 CHAIN = [py_symbol(f, S) for f in ("foo", "bar", "baz", "<module>")]

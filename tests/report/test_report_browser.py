@@ -18,7 +18,7 @@ import pytest
 from cpython_perf.report import report
 from cpython_perf.matrix import load_matrix
 
-from tests.test_report import case, junit
+from tests.report.test_report import case, junit
 
 MATRIX = load_matrix()
 WIDTH = 1400

@@ -332,7 +332,7 @@ def test_no_expression_inside_run_scripts():
 def test_debian_archive_is_the_repository_variable_or_the_default():
     """No mirror host in the project: every workflow takes the archive from the repository variable, and no
     step refuses to run without it (a fork's pull request does not see repository variables: the driver then
-    takes mmdebstrap's default archive, tests/test_ci_plan.py)."""
+    takes mmdebstrap's default archive, tests/ci/test_ci_plan.py)."""
     for name in MATRIX_FILES:
         assert load(name)["env"]["CPYTHON_PERF_DEBIAN_ARCHIVE"] == ci_plan.WORKFLOW_ARCHIVE_VALUE, name
         for job in load(name)["jobs"].values():

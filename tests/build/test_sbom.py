@@ -1,7 +1,7 @@
 """SBOMs (cpython_perf.build.sbom): a cell image's and a distro lane's, CycloneDX 1.6 JSON checked with the library's own
 JSON-schema validator.  No Docker: the cell's packages come from a dpkg status text, the lane's output is
 synthetic (a .dsc, .debs and a .buildinfo made here, in a directory named by the lane's real build key).  The
-real image is in tests/test_sbom_image.py (container)."""
+real image is in tests/build/test_sbom_image.py (container)."""
 
 from __future__ import annotations
 

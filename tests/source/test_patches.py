@@ -9,7 +9,7 @@ from cpython_perf.source import patches
 from cpython_perf.errors import PatchFailed
 from cpython_perf.matrix import PROJECT_ROOT
 
-from .conftest import dedent
+from ..conftest import dedent
 
 GOOD = dedent("""
     Description: change greeting

@@ -21,7 +21,7 @@ from cpython_perf.source import pins, signatures, sources
 from cpython_perf.errors import MatrixError
 from cpython_perf.matrix import PROJECT_ROOT, load_matrix
 
-from .conftest import edit, line_of
+from ..conftest import edit, line_of
 from .test_signatures import release_3135  # noqa: F401  (the real 3.13.5 tarball and .asc, or a skip)
 
 BASE = "https://www.python.org/ftp/python"
