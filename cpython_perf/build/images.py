@@ -357,7 +357,7 @@ def build_cell_image(client, inputs: BuildContext, suite: str, log=print, base_m
     (attach_sbom) and tag it (tag: another tag than the cell's image, e.g. a reproducibility build's;
     variation and container_limits: a build under other conditions, cpython_perf.build.reproducibility).  pull: a
     function of BuildContext that fetches the image of those inputs from a registry, True where it did
-    (build.py's, with cpython_perf.build.registry): a cross build's missing build Python image is pulled with it
+    (pipeline.py's, with cpython_perf.build.registry): a cross build's missing build Python image is pulled with it
     before it is built."""
     cell = inputs.cell
     if not inputs.source.verified or inputs.series.applied is None:
