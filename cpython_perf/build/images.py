@@ -187,6 +187,7 @@ class BuildContext:
     build_python: "BuildContext | None" = None
 
     host: str = HOST_ARCH   # the arch of the machine that builds it
+    rendered: str = ""      # the Dockerfile as built, with the digest label (build_context renders it once)
 
     @property
     def tarball(self) -> Path:
@@ -257,7 +258,8 @@ def build_context(cell: Cell, suite: str, source: sources.VerifiedSource, series
         *((rel.encode() + (ADDITIONS_ROOT / rel).read_bytes()) for rel in series.additions),
     ):
         digest.update(hashlib.sha256(part).digest())
-    return dataclasses.replace(undigested, digest=digest.hexdigest())
+    digested = dataclasses.replace(undigested, digest=digest.hexdigest())
+    return dataclasses.replace(digested, rendered=digested.dockerfile(digested.digest))
 
 
 def series_digest(cell: Cell) -> str | None:
@@ -331,7 +333,8 @@ def image_is_current(client, inputs: BuildContext) -> bool:
 def prepare_context(inputs: BuildContext, ctx: Path, variation: render.BuildVariation | None = None) -> str:
     """Fill a build context directory; return the rendered Dockerfile."""
     cell = inputs.cell
-    dockerfile = inputs.dockerfile(inputs.digest, variation)
+    varied = variation is not None or not inputs.rendered
+    dockerfile = inputs.dockerfile(inputs.digest, variation) if varied else inputs.rendered
     (ctx / "Dockerfile").write_text(dockerfile)
     shutil.copy2(render.BUILD_SCRIPT, ctx / "build-cpython.sh")
     try:

@@ -324,7 +324,7 @@ def cell_facts(inputs, packages: list[DebPackage], sde: int | None = None, distr
         source_url=recipe.url, source_file=recipe.filename, source_sha256=recipe.sha256,
         source_date_epoch=sde if sde is not None else source_date_epoch(inputs.tarball),
         build_script_sha256=sha256_of(render.BUILD_SCRIPT),
-        dockerfile_sha256=sha256_bytes(inputs.dockerfile(inputs.digest).encode()),
+        dockerfile_sha256=sha256_bytes((inputs.rendered or inputs.dockerfile(inputs.digest)).encode()),
         patches=patch_files, additions=additions, additions_fields=additions_fields, packages=tuple(packages),
         distro=distro)
 
