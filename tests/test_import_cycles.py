@@ -201,3 +201,19 @@ def test_the_check_finds_a_cycle_through_a_function_level_import(cyclic_package)
     (cyclic_package / "bench" / "fidelity.py").write_text("from .common import x\n")
     (cyclic_package / "bench" / "common.py").write_text("")
     assert find_cycle(import_graph(cyclic_package)) is None
+
+
+def test_the_architecture_page_lists_the_import_graph():
+    """docs/architecture.md's graph between packages is the code's (each line `package -> imported, ...`)."""
+    import re
+
+    page = (PACKAGE_DIR.parent / "docs" / "architecture.md").read_text()
+    block = page.split("## Import graph", 1)[1].split("```", 2)[1]
+    documented = {}
+    for line in block.strip().splitlines():
+        m = re.fullmatch(r"(\w+)\s+->\s+(.+)", line.strip())
+        assert m, f"not a graph line: {line!r}"
+        documented[m.group(1)] = set(m.group(2).replace(" ", "").split(","))
+    # every package that imports another, less `python -m cpython_perf`'s __main__ (-> cli)
+    actual = {p: deps for p, deps in package_graph(import_graph()).items() if deps and p != "__main__"}
+    assert documented == actual
