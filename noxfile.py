@@ -42,7 +42,7 @@ def _install(session):
 
 def _install_workflow_linters(session):
     """actionlint, shellcheck, check-jsonschema and zizmor (pyproject's workflow-lint extra) for the offline
-    checks of .github/workflows/ (tests/test_ci_workflow.py).  Where they cannot be installed the session goes
+    checks of .github/workflows/ (tests/ci/test_ci_workflow.py).  Where they cannot be installed the session goes
     on and those tests skip, saying why (never pass)."""
     out = session.run("python", "-m", "pip", "install", "-q", "-e", ".[workflow-lint]", silent=True,
                       success_codes=range(256))
@@ -102,7 +102,7 @@ def tests(session):
 @nox.session(default=False)
 def pin(session):
     """Pin a series to its newest python.org release, its signature checked, or list the stale pins:
-    nox -s pin -- 3.15 | nox -s pin -- --check [--releases-from FILE] (cpython_perf/pins.py)."""
+    nox -s pin -- 3.15 | nox -s pin -- --check [--releases-from FILE] (cpython_perf/source/pins.py)."""
     _install(session)
     _install_signature_checker(session)
     _driver(session, "pin", *session.posargs)
@@ -112,7 +112,7 @@ def pin(session):
 def push(session):
     """Publish a cell's current image in a registry as <registry>/cpython-perf:<cell>-<inputs digest>, where
     `build-<cell> -- --registry REF` finds it: nox -s push -- 3.13-fp --registry 127.0.0.1:5000/cpython-perf
-    (or $CPYTHON_PERF_REGISTRY; cpython_perf/registry.py)."""
+    (or $CPYTHON_PERF_REGISTRY; cpython_perf/build/registry.py)."""
     _install(session)
     _driver(session, "push", *session.posargs)
 
@@ -139,7 +139,7 @@ def buildbot_local(session):
     venv = Path(session.virtualenv.location) / "buildbot"
     session.run("python", "-m", "cpython_perf.ci.buildbot_local", "run", "--venv", str(venv), "--out", str(out),
                 *session.posargs)
-    session.run("python", "-m", "pytest", "tests/test_buildbot_local.py", "-m", "buildbot_local", "-ra",
+    session.run("python", "-m", "pytest", "tests/ci/test_buildbot_local.py", "-m", "buildbot_local", "-ra",
                 f"--junitxml={out}/junit.xml", env={"CPYTHON_PERF_BUILDBOT_LOCAL_SUMMARY": str(out / "summary.json")})
 
 
@@ -147,9 +147,9 @@ def buildbot_local(session):
 def conformance_image(session):
     """Which perf mode works with any interpreter in any image, and why not:
     nox -s conformance-image -- --image IMAGE --python PATH [--expect-modes perf,perf_jit]
-    (cpython_perf.external; JUnit in results/external-<name>/junit.xml)."""
+    (cpython_perf.check.external; JUnit in results/external-<name>/junit.xml)."""
     _install(session)
-    session.run("python", "-m", "cpython_perf.external", "conformance", *session.posargs)
+    session.run("python", "-m", "cpython_perf.check.external", "conformance", *session.posargs)
 
 
 @nox.session(default=False)
@@ -267,7 +267,7 @@ def fedora_build(session):
     3.13): nox -s fedora-build -- 3.11 3.13."""
     _install(session)
     versions = ",".join(session.posargs) or "3.13"
-    session.run("python", "-m", "pytest", "tests/test_series_forms.py", "-m", "fedora_build", "-ra", "-s",
+    session.run("python", "-m", "pytest", "tests/distro/test_series_forms.py", "-m", "fedora_build", "-ra", "-s",
                 env={"CPYTHON_PERF_FEDORA_BUILD": versions})
 
 

@@ -6,7 +6,7 @@ Every test here runs containers and is marked `container`.
 
 Foreign-arch cells (aarch64): their programs run in the container under
 qemu-user, except perf recordings, which qemu-user cannot sample: those run
-in a qemu-system guest booted from the cell's own image (cpython_perf.guest),
+in a qemu-system guest booted from the cell's own image (cpython_perf.record.guest),
 one boot per cell for all the seed-chain recordings the session plans.
 
 Build-only cells (i386: an arch without the perf trampoline, run natively)
@@ -21,7 +21,7 @@ the property skip_expected, which the report checks against matrix.yaml to
 tell such an expected skip from a missing check.
 
 An external target is not a cell: `--image IMAGE --python PATH [--expect-modes
-perf,perf_jit]` checks an interpreter in an image as it is (cpython_perf.external):
+perf,perf_jit]` checks an interpreter in an image as it is (cpython_perf.check.external):
 test_external.py says per perf mode whether it works there and, if not, why, and
 the check scripts run with that python.  Matrix cells are then only checked when
 named as well (--cell / $CPYTHON_PERF_CELLS).
@@ -36,11 +36,14 @@ from pathlib import Path
 
 import pytest
 
-from cpython_perf import build, containers, external, guest, host, perf_event, perf_runs, tools
+from cpython_perf.build import pipeline as build, containers, tools
+from cpython_perf.check import external
+from cpython_perf import host
+from cpython_perf.record import guest, perf_event, perf_runs
 from cpython_perf.errors import DockerUnavailable, DriverError, PerfNotPermitted, SourceUnavailable, UnknownCell
 from cpython_perf.matrix import Cell, cannot_build_reason, load_matrix
-from cpython_perf.perf_samples import min_chain_fraction
-from cpython_perf.report import SKIP_EXPECTED
+from cpython_perf.record.perf_samples import min_chain_fraction
+from cpython_perf.report.report import SKIP_EXPECTED
 
 MATRIX = load_matrix()
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -150,7 +153,7 @@ def selected_cells(config):
 MIN_PROCESS_SAMPLES = 50   # samples of the profiled Python process
 MIN_COVERAGE = 0.3         # samples inside the chain's leaf / samples of the process (the leaf's work dominates)
 # Of the samples inside the leaf, those carrying the whole chain: min_chain_fraction(mode), 95% for perf
-# (frame pointers), 90% for perf_jit (cpython_perf.perf_samples.CHAIN_FRACTION_TARGETS, which the
+# (frame pointers), 90% for perf_jit (cpython_perf.record.perf_samples.CHAIN_FRACTION_TARGETS, which the
 # fidelity benchmark's targets are too).
 
 
@@ -287,7 +290,7 @@ def _current_item(request):
 
 def not_applicable(fact: str, reason: str):
     """Skip a check that does not apply to the cell by matrix.yaml.  fact is what makes it so, which the
-    report checks against matrix.yaml (cpython_perf.report.expected_skip): mode:<mode> (not claimed),
+    report checks against matrix.yaml (cpython_perf.report.report.expected_skip): mode:<mode> (not claimed),
     vanilla, build_only, backends (none offered), cflag:<flag> / configure:<option>[,<option>] (not built
     with), twin (none in matrix.yaml), foreign / native (emulated on its runner, or not)."""
     __tracebackhide__ = True   # pytest -rs names the test's line, not this one
@@ -330,7 +333,7 @@ def perf_cap_for(image: str, docker_client) -> str:
 
 def perf_event_for(image: str, cap: str | None, docker_client, perf: str = "perf") -> perf_event.EventChoice:
     """The event every recording on this host samples with: perf's default, or cpu-clock where the default gives
-    no sample (cpython_perf.perf_event; probed once a session, in the first image asked about)."""
+    no sample (cpython_perf.record.perf_event; probed once a session, in the first image asked about)."""
     try:
         return perf_event.host_event(docker_client, image, cap, perf)
     except perf_event.NoSamples as exc:
@@ -503,7 +506,7 @@ def runner_for(docker_client, tmp_path, tmp_path_factory, record_property):
 
 
 # --------------------------------------------------------------------------
-# External targets: an interpreter in an image, not a matrix cell (cpython_perf.external)
+# External targets: an interpreter in an image, not a matrix cell (cpython_perf.check.external)
 
 _target_facts: dict[str, external.TargetFacts | BaseException] = {}
 
@@ -515,12 +518,12 @@ def target_image(target, docker_client) -> str:
         docker_client.images.get(target.image)
     except docker.errors.ImageNotFound:
         pytest.fail(f"image {target.image} does not exist here (docker pull or build it; for stock Debian ones: "
-                    "python -m cpython_perf.external image --suite SUITE --package python3.X)", pytrace=False)
+                    "python -m cpython_perf.check.external image --suite SUITE --package python3.X)", pytrace=False)
     return target.image
 
 
 def facts_for(target, docker_client, tmp_path_factory) -> external.TargetFacts:
-    """What the target's image and interpreter offer (once a session): cpython_perf.external.gather_facts."""
+    """What the target's image and interpreter offer (once a session): cpython_perf.check.external.gather_facts."""
     def gather():
         image = target_image(target, docker_client)
         runner = CellRunner(docker_client, image, _workdir(tmp_path_factory.mktemp(f"facts-{target.name}")), None)

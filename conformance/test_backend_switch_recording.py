@@ -26,8 +26,8 @@ qemu-user, by scripts/check_jit_dump_reactivation.py.
 
 from __future__ import annotations
 
-from cpython_perf import perf_runs
-from cpython_perf.perf_samples import min_chain_fraction, parse_perf_script, py_symbol
+from cpython_perf.record import perf_runs
+from cpython_perf.record.perf_samples import min_chain_fraction, parse_perf_script, py_symbol
 
 from conftest import not_applicable
 

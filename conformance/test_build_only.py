@@ -28,7 +28,8 @@ import json
 
 import pytest
 
-from cpython_perf import perf_runs, regrtest
+from cpython_perf.record import perf_runs
+from cpython_perf.check import regrtest
 from cpython_perf.matrix import PERF_C_API, PERF_MODES
 
 from conftest import PYTHON

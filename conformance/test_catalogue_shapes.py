@@ -12,7 +12,7 @@ test_seed_chain.py) and every shape script conformance/scripts/shape_NAME.py:
    between the coroutines and <module>); no other shape may have any.
 2. The recording.  perf records the script with -X <mode> (perf_runs.perf_run,
    the same command lines as the seed) and `perf script` is parsed into
-   samples (cpython_perf.perf_samples).
+   samples (cpython_perf.record.perf_samples).
 3. The assertion.  Of the samples whose innermost py:: frame is the leaf, at
    least 95% with perf, 90% with perf_jit (perf_samples.min_chain_fraction,
    as for the seed) must have py:: frames (leaf to root) beginning with the
@@ -55,8 +55,8 @@ from collections import Counter
 
 import pytest
 
-from cpython_perf import perf_runs
-from cpython_perf.perf_samples import chain_report, min_chain_fraction, parse_perf_script
+from cpython_perf.record import perf_runs
+from cpython_perf.record.perf_samples import chain_report, min_chain_fraction, parse_perf_script
 
 from conftest import MIN_COVERAGE, PYTHON, assert_chain, dump_reach, eval_frame_bytes, not_applicable
 

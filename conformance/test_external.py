@@ -1,7 +1,7 @@
 """Any interpreter, any image: does each perf mode work with --python in --image, and if not, why.
 
 Collected only with `--image IMAGE --python PATH [--expect-modes perf,perf_jit]`
-(conftest; cpython_perf.external).  For each perf mode, perf (the image's own)
+(conftest; cpython_perf.check.external).  For each perf mode, perf (the image's own)
 records the howto's seed script with the target's interpreter, -X first, then
 the environment variable and the sys API, with the matrix cells' command lines
 (perf_runs) and bars (conftest.assert_chain).  A mode works when -X shows the
@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import pytest
 
-from cpython_perf import external, perf_runs
-from cpython_perf.perf_samples import chain_report, parse_perf_script, python_frame_count
+from cpython_perf.check import external
+from cpython_perf.record import perf_runs
+from cpython_perf.record.perf_samples import chain_report, parse_perf_script, python_frame_count
 
 from conftest import SEED_SCRIPT, assert_chain
 from test_seed_chain import SEED_CHAIN

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cpython_perf import containers, perf_event
+from cpython_perf.build import containers
+from cpython_perf.record import perf_event
 from cpython_perf.errors import PerfNotPermitted
 
 from conftest import image_for, not_applicable
@@ -39,7 +40,7 @@ def test_refusal_names_the_missing_capability(cell, docker_client):
 
 
 def test_event_probe_chooses_an_event_that_samples(cell, docker_client, record_property):
-    """The host's event probe (cpython_perf.perf_event) finds an event whose busy loop has samples."""
+    """The host's event probe (cpython_perf.record.perf_event) finds an event whose busy loop has samples."""
     skip_foreign(cell)
     image = image_for(cell, docker_client)
     cap = containers.perf_capability(docker_client, image)

@@ -3,7 +3,7 @@
 samply (Debian's package, pinned in matrix.yaml `profilers:`, mounted read-only
 into the cell container) records the howto's script with the cell's perf
 support turned on by -X; it reads /tmp/perf-PID.map (perf) or the jitdump
-(perf_jit) itself.  The saved profile is parsed (cpython_perf.samply) into the
+(perf_jit) itself.  The saved profile is parsed (cpython_perf.record.samply) into the
 same samples perf's output gives, and must show the same chain:
 py::foo under py::bar under py::baz under py::<module>, in the same share of
 foo's samples as perf's test demands for the mode the interpreter ran in (95%
@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import pytest
 
-from cpython_perf import samply
-from cpython_perf.perf_samples import chain_report, python_frame_count
+from cpython_perf.record import samply
+from cpython_perf.record.perf_samples import chain_report, python_frame_count
 
 from conftest import assert_chain, not_applicable
 from test_seed_chain import SCRIPT, expected_chain
@@ -39,7 +39,7 @@ def record(runner, samply_binary, mode):
     if not samples and runner.event:
         pytest.fail(f"samply recorded no sample: perf's default event gives none on this host (the probe chose "
                     f"{runner.event} for perf), and samply 0.13 has no option to choose its event: it falls back to "
-                    "cpu-clock only when opening cycles fails (cpython_perf.perf_event)", pytrace=False)
+                    "cpu-clock only when opening cycles fails (cpython_perf.record.perf_event)", pytrace=False)
     return samples
 
 

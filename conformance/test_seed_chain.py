@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import pytest
 
-from cpython_perf import perf_runs
-from cpython_perf.perf_samples import chain_report, parse_perf_script, py_symbol, python_frame_count
+from cpython_perf.record import perf_runs
+from cpython_perf.record.perf_samples import chain_report, parse_perf_script, py_symbol, python_frame_count
 
-from cpython_perf.report import SEED_PERF_SCRIPT, seed_perf_script_name
+from cpython_perf.report.report import SEED_PERF_SCRIPT, seed_perf_script_name
 
 from conftest import SEED_SCRIPT, assert_chain, dump_reach, guest_skip_reason, not_applicable, results_dir
 

@@ -3,7 +3,7 @@
 For every selected patched cell, matrix.yaml's `regression_tests` that both
 trees ship run with `./python -m test` in the cell's built tree and in its
 vanilla twin's (the pinned source as released, same variant and flags).
-Failures are compared test case by test case (cpython_perf.regrtest); the
+Failures are compared test case by test case (cpython_perf.check.regrtest); the
 cell fails on any failure that only the patched build has.  A test only the
 patched tree ships was added by its series (test_perf_profiler of the 3.9
 and 3.11 backports): it runs in the patched tree alone, every failure of it
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import pytest
 
-from cpython_perf import regrtest
+from cpython_perf.check import regrtest
 
 from conftest import MATRIX, not_applicable
 

@@ -15,8 +15,10 @@ import shutil
 import sys
 from pathlib import Path
 
-from . import build, host, images, patches, pins, profile, progress, sources
-from . import registry as published
+from .build import pipeline as build, images
+from . import host, profile, progress
+from .source import patches, pins, sources
+from .build import registry as published
 from .ci import plan as ci_plan
 from .errors import DriverError
 from .matrix import HOST_ARCH, KNOWN_ARCHES, load_matrix
@@ -52,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--registry", default=None, metavar="REF",
                    help="an image registry, host[:port][/path] (default: $CPYTHON_PERF_REGISTRY, else none): use a "
                         "current local image, else pull the one published for the cell's inputs digest, and build "
-                        "only where neither is had (cpython_perf/registry.py)")
+                        "only where neither is had (cpython_perf/build/registry.py)")
     p = sub.add_parser("push", help="publish a cell's current image in a registry as "
                                     "<registry>/cpython-perf:<cell>-<inputs digest>")
     p.add_argument("cell")
@@ -67,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("plan", help="the jobs of a CI run as JSON: images, cells, report (cpython_perf/ci/plan.py)")
     ci_plan.add_arguments(p)
     p = sub.add_parser("pin", help="pin a series to its newest python.org release (signature checked), or "
-                                   "--check: list the pins behind (cpython_perf/pins.py)")
+                                   "--check: list the pins behind (cpython_perf/source/pins.py)")
     pins.add_arguments(p)
     p = sub.add_parser("check-series", help="apply a cell's additions and series to its pristine source, or "
                                             "(--source) a version's series to any tarball, .dsc or tree, with a "
@@ -100,13 +102,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-lintian", action="store_true", help="skip lintian and the archive comparison")
     p = sub.add_parser("sbom", help="the SBOM (CycloneDX JSON, validated) of a cell's image or (--lane) of a "
                                     "distro lane's built packages: source and sha256, each patch with its sha256 "
-                                    "and DEP-3 origin, the Debian packages with versions (cpython_perf/sbom.py)")
-    from . import sbom as sbom_command
+                                    "and DEP-3 origin, the Debian packages with versions (cpython_perf/build/sbom.py, "
+                                    "cpython_perf/distro/sbom.py)")
+    from .build import sbom as sbom_command
     sbom_command.add_arguments(p)
     p = sub.add_parser("reproducibility", help="build a cell twice (its own build; then another build path, "
                                                "umask, locale, time zone, CPU count, later) and compare their "
                                                "/opt/cpython (diffoscope); exit 1 on a difference without a known "
-                                               "reason (cpython_perf/reproducibility.py)", parents=[loud])
+                                               "reason (cpython_perf/build/reproducibility.py)", parents=[loud])
     p.add_argument("cell")
     p.add_argument("--out", default=None, help="results directory (default: results/reproducibility/<cell>)")
     p.add_argument("--keep", action="store_true",
@@ -170,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
             print(images.ensure_base_image(client, matrix.base_suite, args.mode, _log) if args.arch == HOST_ARCH
                   else images.ensure_arch_base_image(client, matrix.base_suite, args.arch, _log))
         elif args.command == "tools-image":
-            from . import tools
+            from .build import tools
 
             print(tools.ensure_tools_image(host.docker_client(_log), matrix, _log))
         elif args.command == "plan":
@@ -219,12 +222,18 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "profile":
             return profile.main(matrix, args, program, _log)
         elif args.command == "reproducibility":
-            from . import reproducibility
+            from .build import reproducibility
 
             summary = reproducibility.run(matrix.cell(args.cell), matrix, _log, args.out, args.keep,
                                           args.other_build_path)
             return 1 if summary["unexplained"] else 0
         elif args.command == "sbom":
+            if bool(args.cell) == bool(args.lane):
+                raise DriverError("name either a cell (python -m cpython_perf sbom 3.13-fp) or a lane "
+                                  "(--lane bookworm-3.11)")
+            if args.lane:
+                from .distro import sbom as lane_sbom
+                return lane_sbom.command(matrix, args, _log)
             return build.sbom_command(matrix, args, _log)
         elif args.command == "deb-check":
             from .distro import deb_check

@@ -436,7 +436,7 @@ class Matrix:
     distros: dict[str, DistroLane] = field(default_factory=dict)
     # version -> its series, additions and additions header (versions with a series only)
     series: dict[str, VersionSeries] = field(default_factory=dict)
-    # versions whose recipe may pin a pre-release (a, b, rc): `prerelease: true` (cpython_perf/pins.py)
+    # versions whose recipe may pin a pre-release (a, b, rc): `prerelease: true` (cpython_perf/source/pins.py)
     prerelease_versions: frozenset = frozenset()
 
     def series_of(self, version: str) -> VersionSeries:
@@ -763,7 +763,7 @@ def _load_version(matrix: Matrix, where: _Where, versions, version: str, spec) -
     prerelease = spec.get("prerelease", False)
     if not isinstance(prerelease, bool):
         raise where.error(spec, "prerelease", f"prerelease of {version} must be true or false, not {prerelease!r}")
-    if prerelease:   # (a pre-release pin without it is refused by `pin` and caught by tests/test_pins.py)
+    if prerelease:   # (a pre-release pin without it is refused by `pin` and caught by tests/source/test_pins.py)
         matrix.prerelease_versions = matrix.prerelease_versions | {version}
     support = spec.get("support", "native")
     if support not in SUPPORT_KINDS:

@@ -8,7 +8,7 @@ What it does, each command line printed as it runs:
 
 1. The image.  A cell's `cpython-perf:<cell>` (built first if missing; used as it is if present, so
    `nox -s build-<cell>` refreshes a stale one), or with --image/--python any image and the path of a
-   Python in it, as the conformance suite's external target takes them (cpython_perf.external).
+   Python in it, as the conformance suite's external target takes them (cpython_perf.check.external).
 2. The mode.  A cell may be profiled only in the perf modes it claims in matrix.yaml (anything else is
    a usage error naming the valid ones).  Default: `perf` where the cell claims it (every claim of
    `perf` is a build with frame pointers: perf record -g, unwound by the kernel, small perf.data, no
@@ -71,7 +71,7 @@ from pathlib import Path
 
 from .errors import DriverError
 from .matrix import PERF_MODES, Matrix
-from .perf_samples import PERF_SCRIPT_FIELDS
+from .record.perf_samples import PERF_SCRIPT_FIELDS
 
 PROFILE_REPOSITORY = "cpython-perf-profile"
 VENV = "/opt/cpython-perf-venv"
@@ -173,7 +173,7 @@ def default_mode(target: Target) -> str:
     if not target.modes:
         raise DriverError(f"{target.label} offers no perf mode: nothing to profile")
     if "perf" in target.modes and target.facts is not None:
-        from .external import cflags_frame_pointers
+        from .check.external import cflags_frame_pointers
 
         if cflags_frame_pointers(target.facts.python.get("config", {})) is not True and "perf_jit" in target.modes:
             return "perf_jit"
@@ -205,7 +205,7 @@ def program_argv(program: list[str], cwd: Path) -> list[str]:
 def record_options(target: Target, mode: str, frequency: int) -> list[str]:
     """perf record options of the mode, as the conformance suite records (perf_runs.record_options), at
     the given frequency."""
-    from .perf_runs import record_options as suite_options
+    from .record.perf_runs import record_options as suite_options
 
     options = suite_options(target.run_spec, mode)
     if frequency <= 0:
@@ -233,7 +233,7 @@ def profile_steps(target: Target, mode: str, python: str, program: list[str], fr
                   ring_buffer: str | None = None) -> list[Step]:
     """The perf command lines of a run, in the container (cwd /src, outputs in /out).  ring_buffer: the -m
     size of a dwarf recording, computed in the container (ring_buffer_step: its memlock limit and CPUs)."""
-    from .perf_runs import python_command
+    from .record.perf_runs import python_command
 
     perf = target.perf
     options = record_options(target, mode, frequency)
@@ -256,7 +256,7 @@ def profile_steps(target: Target, mode: str, python: str, program: list[str], fr
 
 def ring_buffer_step() -> Step:
     """Prints the per-CPU ring buffer a dwarf recording gets in this container (perf_runs.DWARF_MMAP_FUNCTION)."""
-    from .perf_runs import DWARF_MMAP_FUNCTION
+    from .record.perf_runs import DWARF_MMAP_FUNCTION
 
     return Step("ring-buffer", "", ["sh", "-c", f"{DWARF_MMAP_FUNCTION}\ndwarf_mmap"])
 
@@ -460,7 +460,7 @@ class Session:
     def __init__(self, client, image: str, mounts: dict, caps: list[str], env: dict[str, str], workdir: str,
                  log, record: list[str]):
         self.client, self.image, self.env, self.workdir, self.log, self.record = client, image, env, workdir, log, record
-        from . import containers
+        from .build import containers
 
         self.caps = containers.container_capabilities(caps)
         self.mounts = mounts
@@ -566,7 +566,7 @@ def build_requirements_image(client, base_id: str, tag: str, venv_tar: bytes, re
     """docker build of the derived image from the venv's tar (tagged only when the build succeeds)."""
     import tempfile
 
-    from . import images
+    from .build import images
 
     with tempfile.TemporaryDirectory(prefix="cpython-perf-profile-") as ctx:
         Path(ctx, "Dockerfile").write_text(requirements_dockerfile(base_id, requirements_name))
@@ -583,7 +583,7 @@ def build_requirements_image(client, base_id: str, tag: str, venv_tar: bytes, re
 
 def external_target(client, image: str, python: str, run) -> Target:
     """An --image/--python target: the interpreter probed for the backends it offers, the image for its perf."""
-    from . import external
+    from .check import external
 
     if _image_id(client, image) is None:
         raise DriverError(f"image {image} does not exist here (docker pull or build it)")
@@ -611,7 +611,7 @@ def external_target(client, image: str, python: str, run) -> Target:
 def svg_stacks(svg_text: str) -> list[tuple[str, ...]]:
     """Every frame of an inferno flame graph as its stack, root first: the frames below it (greater y)
     whose span of samples holds its span, then itself."""
-    from .report import svg_frames
+    from .report.report import svg_frames
 
     frames = svg_frames(svg_text)
     stacks = []
@@ -640,7 +640,7 @@ def python_chain_found(stacks, chain) -> bool:
 def summarise(script_text: str, top: int = 8) -> list[str]:
     """A few lines on the recorded samples: how many, how many carry Python frames, the Python functions
     most often innermost."""
-    from .perf_samples import parse_perf_script
+    from .record.perf_samples import parse_perf_script
 
     samples = parse_perf_script(script_text)
     with_py = [s for s in samples if s.python_frames()]
@@ -678,7 +678,8 @@ def run(matrix: Matrix, args, program: list[str] | None, log=print, client=None,
         owner: tuple[int, int] | None = None) -> int:
     """`python -m cpython_perf profile ...`: see the module's docstring.  owner: (uid, gid) the outputs are
     given to (default: the invoking user's)."""
-    from . import containers, host
+    from .build import containers
+    from . import host
 
     cwd = (cwd or Path.cwd()).resolve()
     if args.image or args.target_python:
@@ -709,7 +710,7 @@ def run(matrix: Matrix, args, program: list[str] | None, log=print, client=None,
         target = external_target(client, args.image, args.target_python, probe)
         mode = choose_mode(target, args.mode)
     elif _image_id(client, target.image) is None:
-        from . import build
+        from .build import pipeline as build
 
         log(f"{target.image} does not exist here: building it (a cold build takes minutes)")
         try:
@@ -789,7 +790,7 @@ def run(matrix: Matrix, args, program: list[str] | None, log=print, client=None,
 
 def _flamegraph(client, matrix, out: Path, title: str, log, record_lines, timings) -> str | None:
     """Render the flame graph in the tools image; the failure's message, or None."""
-    from . import tools
+    from .build import tools
 
     started = time.monotonic()
     try:

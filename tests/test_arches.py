@@ -8,7 +8,9 @@ import tarfile
 
 import pytest
 
-from cpython_perf import guest, host, perf_runs, render
+from cpython_perf.record import guest, perf_runs
+from cpython_perf import host
+from cpython_perf.build import render
 from cpython_perf.errors import MatrixError
 from cpython_perf.matrix import ARCH_FACTS, load_matrix
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from cpython_perf import build, images, render, sbom
-from cpython_perf.errors import MatrixError
+from cpython_perf.build import pipeline as build, images, render, sbom
+from cpython_perf.errors import DriverError, MatrixError
 from cpython_perf.matrix import ARCH_FACTS, HOST_ARCH, load_matrix, runs_natively
+from cpython_perf.source import patches, sources
 
 from .conftest import edit
 
@@ -134,6 +137,8 @@ def test_i386_inputs_digest_its_own_base(monkeypatch, tmp_path):
     tarball = tmp_path / "Python-3.9.2.tar.xz"
     tarball.write_bytes(b"not read")
     monkeypatch.setattr(images.sources, "fetch_source", lambda recipe, cache_dir=None, log=print: tarball)
+    monkeypatch.setattr(images.patches, "check_cell_series",
+                        lambda read, source, root, log=print: dataclasses.replace(read, applied=0))   # nothing to apply to a fake tarball
     matrix = load_matrix()
     inputs = images.cell_inputs(matrix.cell("3.9-release-i386"), matrix.base_suite, matrix=matrix)
     assert inputs.base_tag == render.arch_base_image_tag(matrix.base_suite, "i386")
@@ -164,7 +169,6 @@ def test_i386_build_makes_only_its_own_base(monkeypatch, tmp_path):
     matrix = load_matrix()
     cell = matrix.cell("3.13-release-i386")
     calls = []
-    monkeypatch.setattr(images.patches, "check_series_applies", lambda *a, **k: 0)
     monkeypatch.setattr(images, "ensure_base_image", lambda *a, **k: calls.append("host base"))
     monkeypatch.setattr(images.host, "ensure_binfmt", lambda *a, **k: calls.append("binfmt"))
     monkeypatch.setattr(images, "_bootstrap_base",
@@ -177,7 +181,20 @@ def test_i386_build_makes_only_its_own_base(monkeypatch, tmp_path):
     monkeypatch.setattr(sbom, "cell_facts", lambda *a, **k: None)
     monkeypatch.setattr(images, "attach_sbom", lambda client, inputs, tag, suite, log, save=True, facts=None:
                         calls.append(("sbom", tag)))
-    inputs = images.CellInputs(cell, render.build_base_image_tag(matrix.base_suite, "i386"), tmp_path / "t", [], "d")
+    source = sources.VerifiedSource(cell.recipe, tmp_path / "t", verified=True)
+    series = patches.CheckedSeries(cell.series, (), tuple(cell.additions), applied=0)
+    inputs = images.BuildContext(cell, render.build_base_image_tag(matrix.base_suite, "i386"), source, series, "d")
     images.build_cell_image(_Client(()), inputs, matrix.base_suite, log=lambda *_: None)
     assert calls == [("bootstrap", render.arch_base_image_tag(matrix.base_suite, "i386"), "i386", False),
                      ("build", "cpython-perf:3.13-release-i386"), ("sbom", "cpython-perf:3.13-release-i386")]
+
+
+def test_an_image_is_only_built_from_a_verified_source_and_a_checked_series(monkeypatch):
+    """build_cell_image takes the build context the source stage handed a verified tarball and a checked
+    series to; a context made without fetching (the plan's, fetch=False) is refused before Docker is asked."""
+    matrix = load_matrix()
+    context = images.cell_inputs(matrix.cell("3.13-fp"), matrix.base_suite, log=lambda *_: None, matrix=matrix,
+                                 fetch=False)
+    assert not context.source.verified and context.series.applied is None
+    with pytest.raises(DriverError, match="without fetching the source"):
+        images.build_cell_image(_Client(()), context, matrix.base_suite, log=lambda *_: None)

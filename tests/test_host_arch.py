@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from cpython_perf import images, matrix as matrix_module, perf_runs, render
+from cpython_perf.build import images, render
+from cpython_perf import matrix as matrix_module
+from cpython_perf.record import perf_runs
 from cpython_perf.errors import DriverError, MatrixError
 from cpython_perf.matrix import (DEFAULT_ARCH, HOST_ARCH_ENV, can_build, cannot_build_reason, detect_host_arch,
                                  load_matrix, runs_natively)

@@ -24,7 +24,7 @@ import pytest
 
 from cpython_perf import cli, profile
 from cpython_perf.errors import DriverError
-from cpython_perf.external import ExternalTarget, TargetFacts, PerfFacts
+from cpython_perf.check.external import ExternalTarget, TargetFacts, PerfFacts
 from cpython_perf.matrix import PROJECT_ROOT, load_matrix
 
 MATRIX = load_matrix()
@@ -435,7 +435,7 @@ def test_profile_seed_script(docker_client, tmp_path, cell, mode):
 def index_reachable(docker_client, tmp_path_factory):
     """Skip (with pip's own words) unless pip in a cell image can fetch the dependency from the package index
     the host's pip is configured for."""
-    from cpython_perf import containers
+    from cpython_perf.build import containers
 
     image = need_image(docker_client, "cpython-perf:3.13-fp")
     passthrough = profile.pip_passthrough(profile.host_pip_settings())

@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from cpython_perf import images, progress
+from cpython_perf.build import images
+from cpython_perf import progress
 from cpython_perf.distro import deb_build
 from cpython_perf.errors import ImageBuildFailed
 
@@ -137,7 +138,8 @@ def test_deb_commands_append_to_their_log_with_a_heartbeat(monkeypatch, tmp_path
 
 
 def test_cli_verbose_reaches_the_long_steps(monkeypatch):
-    from cpython_perf import build, cli
+    from cpython_perf.build import pipeline as build
+    from cpython_perf import cli
 
     monkeypatch.setenv(progress.VERBOSE_ENV, "")
     seen = []

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from cpython_perf import images
+from cpython_perf.build import images
 from cpython_perf.matrix import PROJECT_ROOT
 
 pytestmark = pytest.mark.container

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from cpython_perf import sources
+from cpython_perf.source import sources
 from cpython_perf.ci import buildbot_config, plan
 from cpython_perf.matrix import PROJECT_ROOT, load_matrix
 

@@ -49,6 +49,8 @@ import subprocess
 import sys
 import sysconfig
 
+from childcheck import sleb, uleb
+
 ARCH = platform.machine()
 PROBE = "trampoline_unwind_probe"
 
@@ -258,30 +260,6 @@ def check_branch_protection(code):
 # --------------------------------------------------------------------------
 # DWARF CFI
 # --------------------------------------------------------------------------
-
-def uleb(data, off):
-    res = shift = 0
-    while True:
-        b = data[off]
-        off += 1
-        res |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            return res, off
-
-
-def sleb(data, off):
-    res = shift = 0
-    while True:
-        b = data[off]
-        off += 1
-        res |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            if b & 0x40:
-                res -= 1 << shift
-            return res, off
-
 
 def run_cfi(instrs, caf, daf, row, stop_pc, pc=0, initial=None):
     """Execute CFI up to (not past) stop_pc; row = dict with 'cfa' and regs.

@@ -31,7 +31,7 @@ from childcheck import (child_reports, describe_exit, finish, jitdump_code_loads
                         remove_perf_files)
 
 CANNOT_CHECK = 2
-# the host's sampling event (cpython_perf.perf_event), passed by the suite's runner; none: perf's default
+# the host's sampling event (cpython_perf.record.perf_event), passed by the suite's runner; none: perf's default
 EVENT = ["-e", os.environ["CPYTHON_PERF_EVENT"]] if os.environ.get("CPYTHON_PERF_EVENT") else []
 
 CHURN = r'''

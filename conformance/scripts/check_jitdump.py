@@ -31,6 +31,8 @@ import struct
 import subprocess
 import sys
 
+from childcheck import sleb, uleb
+
 MAGIC = 0x4A695444
 EM = {"x86_64": 62, "aarch64": 183}
 JIT_CODE_LOAD, JIT_CODE_MOVE, JIT_CODE_DEBUG_INFO, JIT_CODE_CLOSE, JIT_CODE_UNWINDING_INFO = range(5)
@@ -81,30 +83,6 @@ print(json.dumps({"pid": os.getpid(), "marker": marker,
 
 class Fail(Exception):
     pass
-
-
-def uleb(buf, i):
-    result = shift = 0
-    while True:
-        b = buf[i]
-        i += 1
-        result |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            return result, i
-
-
-def sleb(buf, i):
-    result = shift = 0
-    while True:
-        b = buf[i]
-        i += 1
-        result |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            if b & 0x40:
-                result -= 1 << shift
-            return result, i
 
 
 def cfa_states(prog, code_align, data_align, initial=None):

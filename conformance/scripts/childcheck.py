@@ -117,6 +117,32 @@ def jitdump_code_loads(dump):
     return names, count, problems[0] if problems else None
 
 
+def uleb(buf, i):
+    """The unsigned LEB128 number at buf[i] (DWARF CFI, jitdump unwinding info): (value, index after it)."""
+    result = shift = 0
+    while True:
+        b = buf[i]
+        i += 1
+        result |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return result, i
+
+
+def sleb(buf, i):
+    """The signed LEB128 number at buf[i]: (value, index after it)."""
+    result = shift = 0
+    while True:
+        b = buf[i]
+        i += 1
+        result |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            if b & 0x40:
+                result -= 1 << shift
+            return result, i
+
+
 def remove_perf_files(pid):
     """Delete the perf map and jitdump a finished child interpreter of that pid left in /tmp."""
     for path in (f"/tmp/perf-{pid}.map", f"/tmp/jit-{pid}.dump"):
@@ -175,7 +201,7 @@ set_extra.argtypes = [ctypes.py_object, ctypes.c_ssize_t, ctypes.c_void_p]
 '''
 
 
-# the host's sampling event (cpython_perf.perf_event), passed by the suite's runner; none: perf's default
+# the host's sampling event (cpython_perf.record.perf_event), passed by the suite's runner; none: perf's default
 PERF_EVENT = ["-e", os.environ["CPYTHON_PERF_EVENT"]] if os.environ.get("CPYTHON_PERF_EVENT") else []
 
 

@@ -22,7 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from .. import build, host, images, render
+from ..build import pipeline as build, images, render
+from .. import host
 from . import common
 from ..errors import DriverError
 from ..matrix import HOST_ARCH
@@ -40,7 +41,7 @@ def missing_modules(make_output: str) -> list[str]:
     return sorted(set(found))
 
 
-def host_build(inputs: images.CellInputs, log=print) -> dict:
+def host_build(inputs: images.BuildContext, log=print) -> dict:
     """Run build-cpython.sh on the host over the cell's build context; seconds and what it could not build."""
     cell = inputs.cell
     if cell.arch != HOST_ARCH:

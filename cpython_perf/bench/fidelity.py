@@ -6,8 +6,8 @@ runs, in each cell's image (x86_64 cells; a fresh container each):
 - fidelity: benchmarks/seed.py (the howto's foo -> bar -> baz -> <module>, with a
   longer loop) recorded by
     perf    for each mode the cell claims, as the conformance suite records it
-            (cpython_perf.perf_runs: -F 9999, frame pointers or dwarf + inject);
-    samply  for each mode, `samply record --save-only` (cpython_perf.samply);
+            (cpython_perf.record.perf_runs: -F 9999, frame pointers or dwarf + inject);
+    samply  for each mode, `samply record --save-only` (cpython_perf.record.samply);
     py-spy  from PyPI (pinned in matrix.yaml `profilers:`), which reads the
             interpreter's frames itself and needs no perf support: the reference;
   and, for each, the fraction of the samples inside foo's loop that carry the
@@ -34,11 +34,13 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from .. import build, containers, host, perf_runs, samply, tools
+from ..build import pipeline as build, containers, tools
+from .. import host
+from ..record import perf_runs, samply
 from . import common
 from ..errors import DriverError
 from ..matrix import PROJECT_ROOT, Cell, Matrix
-from ..perf_samples import CHAIN_FRACTION_TARGETS, chain_report, parse_perf_script, py_symbol
+from ..record.perf_samples import CHAIN_FRACTION_TARGETS, chain_report, parse_perf_script, py_symbol
 
 BENCH_DIR = PROJECT_ROOT / "benchmarks"
 RESULTS_DIR = common.RESULTS_DIR

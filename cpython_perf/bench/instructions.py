@@ -24,7 +24,8 @@ import re
 import tempfile
 from pathlib import Path
 
-from .. import build, containers, host, images
+from ..build import pipeline as build, containers, images
+from .. import host
 from . import common
 from ..errors import DriverError
 from ..matrix import Cell, Matrix

@@ -41,8 +41,9 @@ from pathlib import Path
 
 import yaml
 
-from .. import build, containers, host, images
-from ..sources import sha256_of
+from ..build import pipeline as build, containers, images
+from .. import host
+from ..source.sources import sha256_of
 from ..errors import DriverError
 from ..matrix import PROJECT_ROOT, Cell, Matrix
 from .common import (INACTIVE, KINDS, NOT_SIGNIFICANT, RESULTS_DIR, Configuration, analyse, configurations, latest_group_results,

@@ -28,7 +28,8 @@ BENCHMARKS.md from such a file.
 
 from __future__ import annotations
 
-from .. import build, host
+from ..build import pipeline as build
+from .. import host
 from ..errors import DriverError
 from ..matrix import Cell, Matrix
 from . import common

@@ -24,7 +24,7 @@ import urllib.request
 from .. import host
 from ..errors import DriverError
 from ..matrix import Matrix, load_matrix
-from ..registry import check_registry
+from ..build.registry import check_registry
 from . import plan as ci_plan
 
 KINDS = {"cpython-perf": "cell", "cpython-perf-tools": "tools", "cpython-perf-base": "base"}

@@ -8,7 +8,7 @@ this tree) and two workers, starts them, forces the `matrix` builder (a pull req
 smoke_cells), which triggers the cell builders and then `report`, waits, reads every build and step back
 from the master's REST API, copies the report, and stops the workers and the master.  The summary
 (summary.json: which worker ran which cell, when each step ran, how long the two conformance steps
-overlapped, the report's rows of the cells) is what tests/test_buildbot_local.py asserts on.
+overlapped, the report's rows of the cells) is what tests/ci/test_buildbot_local.py asserts on.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ prints one JSON object:
           (images.cell_inputs, computed here without fetching the source: the tarball enters it by its
           pinned sha256), the tools image's tag digest, or for a base the package-list hash of its tag
           plus the template of its registry build.  `registry_tag` is where the workflow publishes it in
-          its registry (a cell: cpython_perf.registry's `cpython-perf:<cell>-<inputs digest>`, as `build
+          its registry (a cell: cpython_perf.build.registry's `cpython-perf:<cell>-<inputs digest>`, as `build
           --registry` looks it up): an image published there is not rebuilt.  `artifact`
           (image-<name>-<digest>) is the `docker save | zstd` file a job uploads where it built an image it
           did not publish (a pull request).
@@ -44,7 +44,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import images, registry, render, sources, tools
+from ..build import images, registry, render, tools
+from ..source import sources
 from ..errors import DriverError, UnknownCell
 from ..matrix import DEFAULT_ARCH, Cell, Matrix
 

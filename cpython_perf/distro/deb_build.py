@@ -53,7 +53,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .. import containers, progress, regrtest, sources
+from ..build import containers
+from .. import progress
+from ..check import regrtest
+from ..source import sources
 from ..errors import DriverError, ImageBuildFailed, RuntimeFailure
 from ..matrix import PERF_C_API, PROJECT_ROOT, DistroLane, Matrix
 

@@ -24,7 +24,7 @@ exactly those files, byte for byte the same every time:
          and the spec's `PatchNNN:` lines with their comment blocks.
 
 Applying either to a tree gives the same files as the project's own way
-(additions copied, then the series), which tests/test_series_forms.py checks
+(additions copied, then the series), which tests/distro/test_series_forms.py checks
 on the pristine sources.
 """
 
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .. import patches
+from ..source import patches
 from ..errors import DriverError
 from ..matrix import PROJECT_ROOT, VersionSeries
 
@@ -294,7 +294,7 @@ fedora-python/cpython (a branch per version, one commit per patch):
     git checkout -b fedora-{v}-perf {base}        # or the current fedora-{v} branch
     git am cpython-{v}-fedora.mbox
 
-Every patch applies to the {upstream_version or v} release with `git am` (tests/test_series_forms.py, on the
+Every patch applies to the {upstream_version or v} release with `git am` (tests/distro/test_series_forms.py, on the
 pristine tarball: the tree it gives is the quilt form's; `nox -s fedora-build` also builds it).
 On another release, check first: `python -m cpython_perf check-series {v} --source Python-{v}.N.tar.xz`.
 

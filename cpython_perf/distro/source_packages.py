@@ -31,7 +31,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import sources
+from ..source import sources
 from ..errors import HashMismatch, SourceUnavailable
 from ..matrix import DistroLane
 

@@ -1,0 +1,1 @@
+"""The check stage beyond the conformance suite's own tests: CPython's regression tests (selecting them, parsing and comparing their results) and any interpreter in any image checked against the perf modes (external)."""

@@ -1,0 +1,1 @@
+"""The record stage: perf and samply runs in a cell's image (their command lines and options), perf script's samples parsed into Python frames, the probe of the perf event a host can sample, and the qemu-system guest that gives aarch64 cells a real kernel to record in."""

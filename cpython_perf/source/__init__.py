@@ -1,0 +1,1 @@
+"""The source stage: a recipe's CPython tarball fetched and verified (its pinned sha256, its release signature), the pins of matrix.yaml's recipes, and the patch series (quilt series files, DEP-3 headers, applying them)."""

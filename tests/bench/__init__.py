@@ -1,0 +1,1 @@
+"""Tests of cpython_perf.bench: the benchmarks."""

@@ -1,0 +1,1 @@
+"""Tests of cpython_perf.build: rendering, the inputs digest, images, containers, registry, SBOM, reproducibility."""

@@ -1,0 +1,1 @@
+"""Tests of cpython_perf.check: CPython's regression tests, external interpreters."""

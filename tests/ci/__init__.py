@@ -1,0 +1,1 @@
+"""Tests of cpython_perf.ci: the CI plan, the workflows, buildbot."""

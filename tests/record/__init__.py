@@ -1,0 +1,1 @@
+"""Tests of cpython_perf.record: perf script parsing, the perf event probe, samply."""

@@ -1,0 +1,1 @@
+"""Tests of cpython_perf.report: the results report."""

@@ -1,0 +1,1 @@
+"""Tests of cpython_perf.source: fetching and verifying tarballs, signatures, pins, patch series."""
