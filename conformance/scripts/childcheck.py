@@ -174,6 +174,14 @@ def build_shim(source, workdir, name, defines=()):
                           capture_output=True, text=True, timeout=300)
     if proc.returncode != 0:
         return None, f"cc could not build the shim: {proc.stderr.strip()[-800:]}"
+    # A shim this C library does not take (an interposed allocator it calls back into where the shim cannot
+    # serve it) breaks every process it is preloaded into, the trampoline or not: then it cannot be used here.
+    probe = subprocess.run([sys.executable, "-c", "pass"], env=preload_env(lib), capture_output=True, text=True,
+                           timeout=300)
+    if probe.returncode != 0:
+        said = f": {stderr_gist(probe.stderr, 400)}" if probe.stderr.strip() else ""
+        return None, (f"the shim built with {cc} breaks a plain `{sys.executable} -c pass` here "
+                      f"({describe_exit(probe.returncode)}{said}), so it is not used")
     return lib, None
 
 

@@ -26,6 +26,15 @@ any other key than the one users were told of.  The public key is published besi
 cpython-perf-archive-keyring.gpg (for signed-by) and .asc, and every suite's InRelease and Release.gpg are
 checked with gpgv against that keyring before the repository is moved into place.
 
+Every suite's Release carries Valid-Until, its Date plus --valid-for days (default 14): apt refuses a
+Release past it ("is expired"), so a mirror or a man in the middle cannot keep serving an old, validly signed
+repository (one without a later fix) for longer than that.  The repository must therefore be signed again
+before then: `--refresh-from SOURCE` takes a repository this tool made (a directory, or the URL it is served
+from), checks every suite's InRelease against the signing key itself (only what this key signed is signed
+again), every Packages index against the verified Release and every .deb against its Packages entry, and makes
+the same suites of the same packages again with a new Date and Valid-Until, without building anything: users
+get new signatures, never other bytes under a version they already have.
+
 The repository is made in a temporary directory beside --out and renamed into place at the end: a failed
 run leaves the previous repository (or nothing) there, never half of a new one.
 """
@@ -40,6 +49,9 @@ import re
 import shutil
 import subprocess
 import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -56,6 +68,9 @@ KEY_ASC = "cpython-perf-archive-keyring.asc"
 MANIFEST = "cpython-perf-repository.json"
 DEFAULT_OUT = PROJECT_ROOT / "dist" / "apt"
 MADE_BY_US = (MANIFEST, "dists", "pool")   # an existing --out must look like a repository made here
+# Valid-Until of every Release: Date plus this many days.  The publishing workflow signs the repository again
+# every week (--refresh-from), so one failed weekly run is tolerated before apt calls it expired.
+DEFAULT_VALID_FOR_DAYS = 14
 
 
 class AptRepoError(DriverError):
@@ -77,6 +92,7 @@ class LaneBuild:
     version: str
     debs: list[Path]
     built_at: str
+    archive_version: str | None = None   # the Debian revision it was built on (default: the lane's, in matrix.yaml)
 
 
 def wanted_build(done: dict, lane: DistroLane) -> bool:
@@ -192,16 +208,28 @@ def suite_description(suite: str, builds: list[LaneBuild]) -> str:
     return f"CPython with perf profiler support (-X perf, -X perf_jit) for {release}: {packages}"
 
 
-def distributions_conf(builds: list[LaneBuild], fingerprint: str, architectures: dict[str, list[str]]) -> str:
-    """reprepro's conf/distributions: one stanza per suite, signed with the key's fingerprint."""
+def check_valid_for(days) -> int:
+    """--valid-for: a whole number of days, at least 1 (reprepro's ValidFor counts in days)."""
+    if isinstance(days, bool) or not isinstance(days, int) or days < 1:
+        raise AptRepoError(f"--valid-for {days!r}: give the days a Release stays valid, a whole number of at least 1 "
+                           f"(default {DEFAULT_VALID_FOR_DAYS}); sign again (--refresh-from) before they have passed")
+    return days
+
+
+def distributions_conf(builds: list[LaneBuild], fingerprint: str, architectures: dict[str, list[str]],
+                       valid_for_days: int = DEFAULT_VALID_FOR_DAYS) -> str:
+    """reprepro's conf/distributions: one stanza per suite, signed with the key's fingerprint, each Release
+    valid for valid_for_days (Valid-Until)."""
     if not re.fullmatch(r"[0-9A-F]{40}|[0-9A-F]{64}", fingerprint):
         raise SigningKeyError(f"{fingerprint!r} is not an OpenPGP fingerprint (40 or 64 hex digits)")
+    check_valid_for(valid_for_days)
     stanzas = []
     for suite, suite_builds in suites_of(builds).items():
         stanzas.append("\n".join([
             f"Origin: {ORIGIN}", f"Label: {LABEL}", f"Codename: {suite}",
             f"Architectures: {' '.join(architectures[suite])}", f"Components: {COMPONENT}",
-            f"Description: {suite_description(suite, suite_builds)}", f"SignWith: {fingerprint}"]) + "\n")
+            f"Description: {suite_description(suite, suite_builds)}", f"ValidFor: {valid_for_days}d",
+            f"SignWith: {fingerprint}"]) + "\n")
     return "\n".join(stanzas)
 
 
@@ -375,13 +403,16 @@ def index_html(manifest: dict, url: str | None) -> str:
 
 
 def build_repository(builds: list[LaneBuild], key: SigningKey, out: Path, url: str | None = None,
-                     log=print) -> dict:
-    """Make the signed repository of builds in a temporary directory beside out and move it into place."""
+                     log=print, valid_for_days: int = DEFAULT_VALID_FOR_DAYS, verified: bool = False) -> dict:
+    """Make the signed repository of builds in a temporary directory beside out and move it into place.
+    verified: the builds' .debs were checked already (published_builds: against the signed indices they were
+    published with), instead of against their .changes."""
     from .. import host
 
     host.ensure_commands({"reprepro": "reprepro", "gpgv": "gpgv", "dpkg-deb": "dpkg"}, log)
     check_out_dir(out)
-    for build in builds:
+    check_valid_for(valid_for_days)
+    for build in builds if not verified else ():
         problems = verify_build(build)
         if problems:
             raise RuntimeFailure(f"{build.lane.name}: the built packages in {build.directory} do not verify: "
@@ -393,7 +424,8 @@ def build_repository(builds: list[LaneBuild], key: SigningKey, out: Path, url: s
         (state / "conf").mkdir(parents=True)
         suites = suites_of(builds)
         arches = {suite: architectures_of([d for b in sb for d in b.debs]) for suite, sb in suites.items()}
-        (state / "conf" / "distributions").write_text(distributions_conf(builds, key.fingerprint, arches))
+        (state / "conf" / "distributions").write_text(distributions_conf(builds, key.fingerprint, arches,
+                                                                         valid_for_days))
         for suite, suite_builds in suites.items():
             debs = [str(d) for b in suite_builds for d in b.debs]
             log(f"{suite}: {len(debs)} packages of {', '.join(b.lane.name + ' ' + b.version for b in suite_builds)}")
@@ -406,10 +438,13 @@ def build_repository(builds: list[LaneBuild], key: SigningKey, out: Path, url: s
             (repo / name).write_bytes(proc.stdout)
         verify_signatures(repo, suites)
         manifest = {"fingerprint": key.fingerprint, "made_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                    "valid_for_days": valid_for_days,
+                    "valid_until": {suite: release_field((repo / "dists" / suite / "Release").read_text(), "Valid-Until")
+                                    for suite in suites},
                     "component": COMPONENT, "keyring": KEYRING,
                     "suites": {suite: {"architectures": arches[suite], "lanes": [
                         {"lane": b.lane.name, "source_package": b.lane.source_package, "version": b.version,
-                         "archive_version": b.lane.package_version, "built_at": b.built_at,
+                         "archive_version": b.archive_version or b.lane.package_version, "built_at": b.built_at,
                          "packages": sorted(d.name for d in b.debs)} for b in sb]} for suite, sb in suites.items()}}
         (repo / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
         (repo / "index.html").write_text(index_html(manifest, url))
@@ -420,6 +455,140 @@ def build_repository(builds: list[LaneBuild], key: SigningKey, out: Path, url: s
         shutil.rmtree(tmp, ignore_errors=True)
     log(f"apt repository in {out}: suites {', '.join(suites)}, signed by {key.fingerprint}")
     return manifest
+
+
+# --------------------------------------------------------------------------
+# signing a published repository again (Valid-Until)
+
+
+def release_field(text: str, name: str) -> str | None:
+    """A single-line field of a Release file."""
+    m = re.search(rf"^{re.escape(name)}: *(.*)$", text, re.M)
+    return m[1].strip() if m else None
+
+
+def release_sha256(text: str) -> dict[str, tuple[int, str]]:
+    """The SHA256 field of a Release file -> {path under the suite: (size, sha256)}."""
+    files: dict[str, tuple[int, str]] = {}
+    inside = False
+    for line in text.splitlines():
+        if line.startswith("SHA256:"):
+            inside = True
+        elif inside and line.startswith(" "):
+            sha256, size, path = line.split()
+            files[path] = (int(size), sha256)
+        elif inside:
+            break
+    return files
+
+
+def packages_stanzas(text: str) -> list[dict[str, str]]:
+    """A Packages index -> one {field: value} per package (continuation lines left out)."""
+    stanzas = []
+    for block in text.split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.splitlines()
+                      if line and not line.startswith(" ") and ": " in line)
+        if fields:
+            stanzas.append(fields)
+    return stanzas
+
+
+_POOL_PATH = re.compile(r"pool/[A-Za-z0-9][A-Za-z0-9._+~-]*(/[A-Za-z0-9][A-Za-z0-9._+~-]*)*\.deb")
+
+
+def _fetch(source: str, relative: str, dest: Path) -> Path:
+    """A file of the repository at source (a directory, or the http(s) URL it is served from), copied to dest."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if re.match(r"https?://", source):
+        url = f"{source.rstrip('/')}/{urllib.parse.quote(relative)}"
+        try:
+            with urllib.request.urlopen(url, timeout=120) as response, open(dest, "wb") as f:
+                shutil.copyfileobj(response, f)
+        except (OSError, urllib.error.URLError) as exc:   # HTTPError (404, ...) is a URLError
+            raise RuntimeFailure(f"--refresh-from: {url}: {exc}") from None
+    else:
+        path = Path(source) / relative
+        if not path.is_file():
+            raise AptRepoError(f"--refresh-from {source}: {relative} is missing: it must be a repository made by "
+                               "apt-repo (its directory, or the URL it is served from)")
+        shutil.copyfile(path, dest)
+    return dest
+
+
+def published_builds(source: str, matrix: Matrix, key: SigningKey, work: Path, log=print) -> list[LaneBuild]:
+    """The packages of the repository at source, each verified, as builds to publish again (into work).
+
+    Every suite's InRelease must verify with the signing key's own public key (gpgv: a repository another key
+    signed is refused, whatever keyring it ships; an expired Valid-Until is no reason to refuse it, that is
+    what a refresh is for), its Packages indices must have the sha256 the verified Release lists, and each .deb
+    the sha256 and size of its Packages entry; the packages must be exactly those the manifest lists per lane."""
+    from .source_packages import verify_files
+
+    manifest_path = _fetch(source, MANIFEST, work / MANIFEST)
+    try:
+        manifest = json.loads(manifest_path.read_text())
+        suites = manifest["suites"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise AptRepoError(f"--refresh-from {source}: {MANIFEST} is not apt-repo's manifest ({exc})") from None
+    keyring = work / "signing-key.gpg"
+    proc = gpg(key.gnupghome, "--export", key.fingerprint)
+    if proc.returncode != 0 or not proc.stdout:
+        raise RuntimeFailure(f"gpg --export {key.fingerprint} failed: {_gpg_said(proc)}")
+    keyring.write_bytes(proc.stdout)
+    builds = []
+    for suite, info in suites.items():
+        d = work / "dists" / suite
+        inrelease = _fetch(source, f"dists/{suite}/InRelease", d / "InRelease")
+        release_file = d / "Release.verified"
+        proc = subprocess.run(["gpgv", "--keyring", str(keyring), "--output", str(release_file), str(inrelease)],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            said = " | ".join(line for line in proc.stderr.splitlines() if line.strip())[-600:]
+            raise AptRepoError(f"--refresh-from {source}: dists/{suite}/InRelease is not signed by the signing key "
+                               f"{key.fingerprint} ({said}): only a repository this key signed is signed again")
+        release = release_file.read_text()
+        if release_field(release, "Codename") != suite:
+            raise AptRepoError(f"--refresh-from {source}: dists/{suite}/InRelease is the Release of "
+                               f"{release_field(release, 'Codename')!r}, not of {suite}")
+        listed = release_sha256(release)
+        debs: dict[str, dict[str, Path]] = {}   # version -> {file name: path}
+        for arch in info.get("architectures", []):
+            index = f"{COMPONENT}/binary-{arch}/Packages"
+            if index not in listed:
+                raise AptRepoError(f"--refresh-from {source}: dists/{suite}/Release lists no {index}")
+            packages = _fetch(source, f"dists/{suite}/{index}", d / index)
+            problems = verify_files(packages.parent, {"Packages": listed[index]}, f"dists/{suite}/Release")
+            if problems:
+                raise RuntimeFailure(f"--refresh-from {source}: dists/{suite}/{index}: {'; '.join(problems)}")
+            for stanza in packages_stanzas(packages.read_text()):
+                filename = stanza.get("Filename", "")
+                if not _POOL_PATH.fullmatch(filename) or "/../" in f"/{filename}/":
+                    raise AptRepoError(f"--refresh-from {source}: dists/{suite}/{index} names the file "
+                                       f"{filename!r}, not a .deb in pool/")
+                deb = work / filename
+                if not deb.is_file():
+                    _fetch(source, filename, deb)
+                problems = verify_files(deb.parent, {deb.name: (int(stanza["Size"]), stanza["SHA256"])},
+                                        f"dists/{suite}/{index}")
+                if problems:
+                    raise RuntimeFailure(f"--refresh-from {source}: {'; '.join(problems)}")
+                debs.setdefault(stanza.get("Version", ""), {})[deb.name] = deb
+        for published in info.get("lanes", []):
+            lane = matrix.distros.get(published.get("lane"))
+            if lane is None:
+                raise AptRepoError(f"--refresh-from {source}: the published lane {published.get('lane')!r} is not "
+                                   "in matrix.yaml distros: publish the lanes again (apt-repo without --refresh-from)")
+            found = debs.get(published["version"], {})
+            if sorted(found) != sorted(published["packages"]):
+                raise AptRepoError(f"--refresh-from {source}: {suite}'s indices list {sorted(found)} for "
+                                   f"{lane.name} {published['version']}, its manifest {sorted(published['packages'])}")
+            builds.append(LaneBuild(lane, work, published["version"], [found[n] for n in sorted(found)],
+                                    str(published.get("built_at", "")), published.get("archive_version")))
+            log(f"{suite}: {lane.name} {published['version']}: {len(found)} packages verified against the signed "
+                "indices")
+    if not builds:
+        raise AptRepoError(f"--refresh-from {source}: the repository has no packages")
+    return builds
 
 
 def current_keys(log=print):
@@ -437,9 +606,22 @@ def current_keys(log=print):
 def main(matrix: Matrix, args, log=print) -> int:
     """The `apt-repo` command."""
     out = Path(args.out) if args.out else DEFAULT_OUT
+    valid_for = check_valid_for(args.valid_for)
+    if args.refresh_from:
+        if args.lane:
+            raise AptRepoError("--refresh-from signs the published repository again as a whole: leave out --lane")
+        with signing_key(args.key, args.key_file, args.key_env, args.gnupghome, args.expect_fingerprint) as key:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            work = Path(tempfile.mkdtemp(prefix=f".{out.name}-refresh-", dir=out.parent))
+            try:
+                builds = published_builds(args.refresh_from, matrix, key, work, log)
+                build_repository(builds, key, out, args.url, log, valid_for, verified=True)
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+        return 0
     builds = select_builds(matrix, args.lane, log=log, current_of=current_keys(log))
     with signing_key(args.key, args.key_file, args.key_env, args.gnupghome, args.expect_fingerprint) as key:
-        build_repository(builds, key, out, args.url, log)
+        build_repository(builds, key, out, args.url, log, valid_for)
     return 0
 
 
@@ -456,3 +638,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--expect-fingerprint", default=None,
                         help="refuse any signing key but this one (the fingerprint users were given)")
     parser.add_argument("--url", default=None, help="where the repository will be served (for its index.html)")
+    parser.add_argument("--valid-for", type=int, default=DEFAULT_VALID_FOR_DAYS, metavar="DAYS",
+                        help="days each Release stays valid (its Valid-Until; apt refuses it afterwards; default "
+                             f"{DEFAULT_VALID_FOR_DAYS}): sign again before then")
+    parser.add_argument("--refresh-from", default=None, metavar="SOURCE",
+                        help="sign again, with new Valid-Until, the repository at SOURCE (a directory or the URL "
+                             "it is served from, made by apt-repo and signed by this key): its packages, verified, "
+                             "nothing built")

@@ -547,7 +547,7 @@ def test_the_apt_repository_is_published_from_main_only_and_the_key_reaches_one_
     environment; the published key must be the fingerprint committed in keys/; Pages is written by the
     deploy job alone."""
     workflow = load("apt-repo.yml")
-    assert set(workflow["on"]) == {"push", "workflow_dispatch"}
+    assert set(workflow["on"]) == {"push", "schedule", "workflow_dispatch"}
     assert workflow["on"]["push"]["branches"] == ["main"]
     text = (WORKFLOWS / "apt-repo.yml").read_text()
     assert text.count("secrets.APT_SIGNING_KEY") == 2
@@ -566,3 +566,22 @@ def test_the_apt_repository_is_published_from_main_only_and_the_key_reaches_one_
     check = load("pins.yml")["jobs"]["deb-check"]
     runs = "\n".join(step.get("run", "") for step in check["steps"])
     assert "python -m cpython_perf deb-check" in runs and "gh issue create" in runs
+
+
+def test_the_apt_repository_is_signed_again_every_week_before_its_valid_until_passes():
+    """Every Release is valid for apt_repo.DEFAULT_VALID_FOR_DAYS (Valid-Until); the scheduled run, once a week,
+    signs the published repository again (--refresh-from the Pages URL) and builds no lane, so one failed run
+    is tolerated before apt calls the repository expired."""
+    from cpython_perf.distro import apt_repo
+
+    workflow = load("apt-repo.yml")
+    [cron] = [entry["cron"] for entry in workflow["on"]["schedule"]]
+    minute, hour, day, month, weekday = cron.split()
+    assert (day, month) == ("*", "*") and weekday.isdigit(), f"{cron}: once a week"
+    assert apt_repo.DEFAULT_VALID_FOR_DAYS >= 2 * 7
+    steps = {s.get("name"): s for s in workflow["jobs"]["repository"]["steps"]}
+    assert "github.event_name != 'schedule'" in steps["build and check every lane"]["if"]
+    sign = steps["sign the repository"]
+    assert sign["env"]["EVENT"] == "${{ github.event_name }}"
+    assert 'if [ "$EVENT" = schedule ]; then refresh=(--refresh-from "$url"); fi' in sign["run"]
+    assert '"${refresh[@]}"' in sign["run"]

@@ -492,3 +492,156 @@ def test_perf_revision_n_moves_the_version_and_the_build_but_not_the_symbols():
     assert keys[1] != keys[2]
     entry = deb_build.changelog_entry(second, ["a.patch"], [], "", __import__("datetime").datetime(2026, 1, 1))
     assert entry.startswith("python3.11 (3.11.2-6+deb12u8+perf2) bookworm; urgency=medium")
+
+
+# --------------------------------------------------------------------------
+# Valid-Until, and signing the published repository again
+
+
+def test_distributions_conf_gives_every_suite_a_valid_until_and_refuses_a_bad_period(tmp_path):
+    builds = [apt_repo.LaneBuild(MATRIX.distros[n], tmp_path, perf_version(MATRIX.distros[n].package_version), [], "")
+              for n in ("bookworm-3.11", "trixie-3.13")]
+    arches = {"bookworm": ["amd64"], "trixie": ["amd64"]}
+    text = apt_repo.distributions_conf(builds, "A" * 40, arches)
+    assert text.count(f"ValidFor: {apt_repo.DEFAULT_VALID_FOR_DAYS}d\n") == 2
+    assert "ValidFor: 3d\n" in apt_repo.distributions_conf(builds, "A" * 40, arches, 3)
+    for bad in (0, -1, 1.5, "7"):
+        with pytest.raises(apt_repo.AptRepoError, match="--valid-for .*a whole number of at least 1"):
+            apt_repo.distributions_conf(builds, "A" * 40, arches, bad)
+
+
+def release_dates(release: str) -> tuple[float, float]:
+    from email.utils import parsedate_to_datetime
+
+    return tuple(parsedate_to_datetime(apt_repo.release_field(release, f)).timestamp() for f in ("Date", "Valid-Until"))
+
+
+def test_the_signed_release_carries_valid_until_date_plus_the_period(tmp_path, signing):
+    fake_build(tmp_path / "cache", MATRIX.distros["bookworm-3.11"])
+    out = tmp_path / "dist" / "apt"
+    manifest = apt_repo.build_repository(apt_repo.select_builds(MATRIX, None, tmp_path / "cache", print), signing,
+                                         out, valid_for_days=5)
+    signed = subprocess.run(["gpgv", "--keyring", str(out / apt_repo.KEYRING), "--output", "-",
+                             str(out / "dists" / "bookworm" / "InRelease")], capture_output=True, text=True)
+    assert signed.returncode == 0, signed.stderr
+    date, valid_until = release_dates(signed.stdout)
+    assert valid_until - date == 5 * 86400
+    assert abs(date - time.time()) < 300
+    assert manifest["valid_for_days"] == 5
+    assert manifest["valid_until"]["bookworm"] == apt_repo.release_field(signed.stdout, "Valid-Until")
+
+
+def published(tmp_path, signing, name="published"):
+    for lane in ("bookworm-3.11", "trixie-3.13"):
+        fake_build(tmp_path / "cache", MATRIX.distros[lane])
+    out = tmp_path / name
+    apt_repo.build_repository(apt_repo.select_builds(MATRIX, None, tmp_path / "cache", print), signing, out,
+                              valid_for_days=1)
+    return out
+
+
+def refresh(source, out: Path, signing, valid_for=apt_repo.DEFAULT_VALID_FOR_DAYS):
+    work = Path(__import__("tempfile").mkdtemp(dir=out.parent))
+    try:
+        builds = apt_repo.published_builds(str(source), MATRIX, signing, work, print)
+        return apt_repo.build_repository(builds, signing, out, None, print, valid_for, verified=True)
+    finally:
+        shutil.rmtree(work)
+
+
+def test_refresh_signs_the_same_packages_again_with_a_later_valid_until(tmp_path, signing):
+    """--refresh-from: nothing built, the same .debs under the same names and sha256, the same Packages
+    entries, a new signed Release whose Valid-Until is the new period from now (a repository whose
+    Valid-Until has passed is signed again the same way: gpgv does not look at it)."""
+    source = published(tmp_path, signing)
+    before = {f: (source / "pool" / f).read_bytes() for f in tree(source / "pool")}
+    old = {s: (source / "dists" / s / "Release").read_text() for s in ("bookworm", "trixie")}
+    time.sleep(1.1)   # Date has whole seconds
+    out = tmp_path / "refreshed"
+    manifest = refresh(source, out, signing, 9)
+    assert {f: (out / "pool" / f).read_bytes() for f in tree(out / "pool")} == \
+        {f: (source / "pool" / f).read_bytes() for f in tree(source / "pool")} == before
+    for suite in ("bookworm", "trixie"):
+        assert (out / "dists" / suite / "main" / "binary-amd64" / "Packages").read_bytes() == \
+            (source / "dists" / suite / "main" / "binary-amd64" / "Packages").read_bytes()
+        new = (out / "dists" / suite / "Release").read_text()
+        date, until = release_dates(new)
+        assert until - date == 9 * 86400 and date > release_dates(old[suite])[0]
+        assert subprocess.run(["gpgv", "--keyring", str(out / apt_repo.KEYRING), str(out / "dists" / suite / "InRelease")],
+                              capture_output=True).returncode == 0
+    old_manifest = json.loads((source / apt_repo.MANIFEST).read_text())
+    for suite in ("bookworm", "trixie"):
+        assert [(x["lane"], x["version"], x["built_at"], x["packages"]) for x in manifest["suites"][suite]["lanes"]] == \
+            [(x["lane"], x["version"], x["built_at"], x["packages"]) for x in old_manifest["suites"][suite]["lanes"]]
+    # in place, as the workflow does it: the repository is replaced by its refreshed self
+    refresh(source, source, signing)
+    assert {f: (source / "pool" / f).read_bytes() for f in tree(source / "pool")} == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_refresh_takes_the_repository_from_the_url_it_is_served_from(tmp_path, signing):
+    import http.server
+    import threading
+
+    source = published(tmp_path, signing)
+    handler = lambda *a: http.server.SimpleHTTPRequestHandler(*a, directory=str(source))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.RequestHandlerClass.log_message = lambda *a: None
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/"
+        out = tmp_path / "refreshed"
+        refresh(url, out, signing)
+        assert tree(out / "pool") == tree(source / "pool")
+        with pytest.raises(RuntimeFailure, match=r"--refresh-from: http://127\.0\.0\.1:\d+/nothing/cpython-perf-repository\.json: HTTP Error 404"):
+            refresh(url + "nothing/", tmp_path / "other", signing)
+        assert not (tmp_path / "other").exists()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_refresh_signs_only_what_this_key_signed_and_only_the_bytes_it_signed(tmp_path, signing, gnupghome):
+    source = published(tmp_path, signing)
+    out = tmp_path / "refreshed"
+    # another key (its own keyring shipped beside it makes no difference)
+    other_fpr = gen_key(gnupghome, "ed25519", "sign", "1d")
+    with apt_repo.signing_key(other_fpr, gnupghome=str(gnupghome), environ={}) as other:
+        with pytest.raises(apt_repo.AptRepoError, match=rf"dists/bookworm/InRelease is not signed by the signing key {other_fpr}"):
+            refresh(source, out, other)
+    # a .deb changed (its size kept): its Packages entry no longer matches
+    deb = next((source / "pool").rglob("python3.11_*.deb"))
+    data = bytearray(deb.read_bytes())
+    data[len(data) // 2] ^= 1
+    deb.write_bytes(bytes(data))
+    with pytest.raises(RuntimeFailure, match=r"python3\.11_3\.11\.2-6\+deb12u8\+perf1_amd64\.deb: sha256 .*dists/bookworm/main/binary-amd64/Packages says"):
+        refresh(source, out, signing)
+    data[len(data) // 2] ^= 1
+    deb.write_bytes(bytes(data))
+    # a Packages index changed: the signed Release does not list its bytes
+    packages = source / "dists" / "trixie" / "main" / "binary-amd64" / "Packages"
+    packages.write_text(packages.read_text().replace("Priority: optional", "Priority: required"))
+    with pytest.raises(RuntimeFailure, match=r"dists/trixie/main/binary-amd64/Packages: Packages: sha256 .*dists/trixie/Release says"):
+        refresh(source, out, signing)
+    assert not out.exists()
+    # not a repository at all
+    with pytest.raises(apt_repo.AptRepoError, match=r"cpython-perf-repository\.json is missing: it must be a repository made by apt-repo"):
+        refresh(tmp_path / "cache", out, signing)
+
+
+def test_the_command_line_refreshes_in_place_and_refuses_a_lane_with_it(tmp_path, signing, monkeypatch):
+    from cpython_perf import cli
+
+    source = published(tmp_path, signing)
+    before = tree(source)
+    monkeypatch.setenv("GNUPGHOME", str(signing.gnupghome))
+    assert cli.main(["apt-repo", "--key", signing.fingerprint, "--refresh-from", str(source), "--out", str(source),
+                     "--valid-for", "3"]) == 0
+    assert tree(source) == before
+    date, until = release_dates((source / "dists" / "bookworm" / "Release").read_text())
+    assert until - date == 3 * 86400
+    assert cli.main(["apt-repo", "--key", signing.fingerprint, "--refresh-from", str(source), "--lane",
+                     "bookworm-3.11", "--out", str(source)]) == 2
+    assert cli.main(["apt-repo", "--key", signing.fingerprint, "--refresh-from", str(source), "--valid-for", "0",
+                     "--out", str(source)]) == 2

@@ -18,6 +18,9 @@ ca-certificates, the release's own suite only, as tests/test_quick_start.py make
   tampered   a byte of InRelease's signed text changed; InRelease removed and a byte of Release changed with
              the old Release.gpg kept; a byte of the python3.X .deb changed (its size kept): apt refuses each
              (BADSIG / not signed, and a hash mismatch), and installs nothing from it.
+  expired    apt's clock moved past the Release's Valid-Until with libfaketime (Debian's faketime, from the
+             release's archive): a day before it apt-get update takes the repository, a day after it refuses it
+             as expired.
   perf       the interpreter installed from the repository (with its -dev package and a C compiler, for the
              check scripts that build a shim or an extension), with linux-perf of the lane's perf_suite, through
              the conformance suite's external target (`python -m cpython_perf.check.external conformance
@@ -90,7 +93,9 @@ def served(request, tmp_path_factory):
     server = None
     try:
         subprocess.run(["gpg", "--homedir", str(home), "--batch", "--passphrase", "", "--quick-gen-key",
-                        "cpython-perf apt test <apt-test@example.invalid>", "ed25519", "sign", "1d"],
+                        "cpython-perf apt test <apt-test@example.invalid>", "ed25519", "sign",
+                        # valid beyond the Release's Valid-Until: test_apt_refuses_... is about the Release's expiry
+                        f"{2 * apt_repo.DEFAULT_VALID_FOR_DAYS}d"],
                        check=True, capture_output=True)
         with apt_repo.signing_key(apt_repo.secret_fingerprints(home)[0], gnupghome=str(home), environ={}) as key:
             apt_repo.build_repository([build], key, root / "good", log=print)
@@ -259,6 +264,39 @@ apt-get install -y -q python{lane.version} 2>&1; echo "INSTALL $?"
         assert "UPDATE 0" not in out, "apt-get update must fail on a repository whose signature does not verify"
     else:
         assert "INSTALL 0" not in out
+
+
+def test_apt_refuses_the_repository_once_its_valid_until_has_passed(served, pristine):
+    """The Release's Valid-Until is its Date plus apt_repo.DEFAULT_VALID_FOR_DAYS.  apt's clock is moved with
+    libfaketime (the container's own clock is the host's): a day before Valid-Until apt-get update takes the
+    repository, a day after it refuses it as expired.  The throwaway key outlives both (twice the period), so
+    the refusal is the Release's own, not an expired key's."""
+    import re
+
+    lane = served["lane"]
+    days = apt_repo.DEFAULT_VALID_FOR_DAYS
+    policy = f"apt-cache policy python{lane.version} | sed -n 's/^ *Candidate: /CANDIDATE /p'"
+    # expired first, while apt has no lists of the repository (apt keeps the lists of its last valid Release
+    # when a new one is refused)
+    script = f"""apt-get update -q >/dev/null 2>&1; apt-get install -y -q faketime >/dev/null 2>&1; echo "FAKETIME $?"
+{our_line(served)}
+faketime -f '+{days + 1}d' apt-get update 2>&1; echo "AFTER $?"
+{policy}
+echo SPLIT
+faketime -f '+{days - 1}d' apt-get update 2>&1; echo "BEFORE $?"
+{policy}
+"""
+    done = in_container(pristine(lane.suite), served, script, "expired")
+    out = done.stdout
+    assert "FAKETIME 0" in out, out[-3000:]
+    after, before = out.split("SPLIT", 1)
+    assert re.search(rf"Release file for {re.escape(served['url'])}/good/dists/{lane.suite}/InRelease is expired", after), \
+        after[-3000:]
+    assert "AFTER 0" not in after and "EXPKEYSIG" not in out
+    assert "CANDIDATE " in after and f"CANDIDATE {lane.perf_version}" not in after, \
+        "nothing of the expired repository is used"
+    assert "BEFORE 0" in before and "expired" not in before, before[-3000:]
+    assert f"CANDIDATE {lane.perf_version}" in before
 
 
 def test_the_installed_interpreter_passes_the_conformance_external_target(served, pristine, tmp_path):
