@@ -85,6 +85,7 @@ class LaneState:
     newest: str | None              # the archive's newest version of the source package (None: not listed)
     newest_suite: str | None
     listed: list[tuple[str, str]]   # (version, suite) as the archive lists them
+    newest_served: bool | None = None   # whether the pool serves the newest's source (None: not asked)
 
     @property
     def stale(self) -> bool:
@@ -104,6 +105,12 @@ class LaneState:
             ahead = "" if self.lane_listed else " (the lane's own version is not listed: ahead of the archive?)"
             return f"{head} is the archive's newest ({self.newest_suite}){ahead}"
         gone = "" if self.lane_listed else "; the lane's version is no longer listed at all"
+        if self.newest_served is False:
+            return (f"{head} is BEHIND the archive's {self.newest} ({self.newest_suite}){gone}: apt prefers the "
+                    f"archive's build to the lane's {lane.perf_version}, but the archive's pool does not serve "
+                    f"{self.newest}'s source yet (its signed Sources index lists it; the .dsc could not be "
+                    "downloaded), so the lane cannot be rebuilt on it: run deb-check again later, and rebuild "
+                    "when it names the steps")
         return (f"{head} is BEHIND the archive's {self.newest} ({self.newest_suite}){gone}: apt prefers the "
                 f"archive's build to the lane's {lane.perf_version}. Rebuild the lane on it: set "
                 f"distros.{lane.name}.package_version to {self.newest} in matrix.yaml (perf_revision back to 1), "
@@ -112,23 +119,28 @@ class LaneState:
                 "(`nox -s apt-repo`)")
 
 
-def lane_state(lane: DistroLane, versions_of=None) -> LaneState:
-    from .source_packages import archive_source_versions
+def lane_state(lane: DistroLane, versions_of=None, served=None) -> LaneState:
+    """The lane against the archive; when it is behind, whether the pool serves the newer source
+    (served(package, version, suites) -> bool, default source_packages.source_served)."""
+    from .source_packages import archive_source_versions, source_served
 
     listed = (versions_of or archive_source_versions)(lane.source_package, lane.suites)
     top = newest(v for v, _ in listed) if listed else None
     suite = next((s for v, s in listed if v == top), None)
-    return LaneState(lane, top, suite, listed)
+    state = LaneState(lane, top, suite, listed)
+    if top is not None and state.stale:
+        state.newest_served = (served or source_served)(lane.source_package, top, lane.suites)
+    return state
 
 
-def main(matrix: Matrix, lanes: list[str] | None, log=print, versions_of=None) -> int:
+def main(matrix: Matrix, lanes: list[str] | None, log=print, versions_of=None, served=None) -> int:
     """The `deb-check` command: one line a lane; exit EXIT_STALE when one is behind."""
     selected = [matrix.distro(n) for n in lanes] if lanes else list(matrix.distros.values())
     problems = [p for lane in selected for p in policy_problems(lane)]
     states = []
     for lane in selected:
         try:
-            states.append(lane_state(lane, versions_of))
+            states.append(lane_state(lane, versions_of, served))
         except SourceUnavailable as exc:
             raise ArchiveUnreadable(f"{lane.name}: cannot read the archive's Sources indices: {exc}") from None
     for state in states:

@@ -198,6 +198,36 @@ def archive_source_versions(package: str, suites, entries: dict[str, dict] | Non
     return parse_madison(proc.stdout)
 
 
+def source_served(package: str, version: str, suites, entries: dict[str, dict] | None = None) -> bool:
+    """Whether the archive's pool serves the .dsc of a source package version its signed Sources index lists
+    (an archive can list a revision before its pool has it).  Only the .dsc is downloaded, with apt's own
+    transport and configuration (apt-helper download-file, checked against the index's size and sha256).
+    SourceUnavailable when the archive cannot be read or does not list the version."""
+    if not shutil.which("apt-get"):
+        raise SourceUnavailable("apt-get is not installed on this machine")
+    if entries is None:
+        try:
+            entries = archive_entries()
+        except Exception as exc:   # sources._NotHere: no archive entry
+            raise SourceUnavailable(str(exc)) from None
+    with tempfile.TemporaryDirectory(prefix="cpython-perf-apt-") as tmp:
+        apt_get = apt_sandbox(Path(tmp), suites, entries)
+        proc = apt_get("update")
+        if proc.returncode != 0:
+            raise SourceUnavailable(f"apt-get update failed for {', '.join(suites)}: {_tail(proc)}")
+        proc = apt_get("source", "--print-uris", f"{package}={version}")
+        dsc = dsc_name(package, version)
+        uri = next((m.group(1) for m in re.finditer(r"^'(\S+)' (\S+) ", proc.stdout, re.M) if m.group(2) == dsc),
+                   None)
+        if proc.returncode != 0 or uri is None:
+            raise SourceUnavailable(f"{package} {version} is not listed in {', '.join(suites)}: {_tail(proc)}")
+        size, sha256 = parse_print_uris(proc.stdout)[dsc]
+        target = Path(tmp) / dsc
+        fetched = subprocess.run(["/usr/lib/apt/apt-helper", "-o", "APT::Sandbox::User=root", "download-file", uri,
+                                  str(target), f"SHA256:{sha256}"], capture_output=True, text=True)
+        return fetched.returncode == 0 and target.is_file() and target.stat().st_size == size
+
+
 def parse_madison(text: str) -> list[tuple[str, str]]:
     """`apt-cache madison` lines of Sources indices -> [(version, suite)]."""
     found = []

@@ -82,12 +82,16 @@ def _archive(listing):
     return lambda package, suites: listing.get(package, [])
 
 
+def _served(package, version, suites):   # the pool serves every listed source
+    return True
+
+
 def test_a_lane_behind_the_archive_is_reported_and_exits_1():
     listing = {"python3.11": [("3.11.2-6+deb12u8", "bookworm"), ("3.11.2-6+deb12u9", "bookworm-security")],
                "python3.13": [("3.13.5-2+deb13u5", "trixie")],
                "python3.9": [("3.9.2-1", "bullseye"), ("3.9.2-1+deb11u7", "bullseye-security")]}
     lines = []
-    assert deb_check.main(MATRIX, None, lines.append, _archive(listing)) == deb_check.EXIT_STALE
+    assert deb_check.main(MATRIX, None, lines.append, _archive(listing), _served) == deb_check.EXIT_STALE
     text = "\n".join(lines)
     assert ("bookworm-3.11: python3.11 3.11.2-6+deb12u8 is BEHIND the archive's 3.11.2-6+deb12u9 "
             "(bookworm-security)") in text
@@ -106,11 +110,33 @@ def test_every_lane_current_exits_0():
 def test_a_lane_the_archive_no_longer_lists_is_stale():
     lines = []
     listing = {"python3.11": [("3.11.2-6+deb12u10", "bookworm-security")]}
-    assert deb_check.main(MATRIX, ["bookworm-3.11"], lines.append, _archive(listing)) == deb_check.EXIT_STALE
+    assert deb_check.main(MATRIX, ["bookworm-3.11"], lines.append, _archive(listing), _served) == deb_check.EXIT_STALE
     assert "the lane's version is no longer listed at all" in lines[0]
     lines = []
     assert deb_check.main(MATRIX, ["bookworm-3.11"], lines.append, _archive({})) == deb_check.EXIT_STALE
     assert "the archive lists no python3.11" in lines[0]
+
+
+def test_a_newer_revision_whose_source_the_pool_does_not_serve_is_said_so():
+    """An archive can list a revision in its signed Sources index before its pool serves the source: the lane
+    is still behind (apt prefers the archive's build), but the advice is to wait, not steps that would fail."""
+    listing = {"python3.11": [("3.11.2-6+deb12u8", "bookworm"), ("3.11.2-6+deb12u9", "bookworm-security")]}
+    asked = []
+
+    def not_yet(package, version, suites):
+        asked.append((package, version))
+        return False
+
+    lines = []
+    assert deb_check.main(MATRIX, ["bookworm-3.11"], lines.append, _archive(listing), not_yet) == deb_check.EXIT_STALE
+    assert asked == [("python3.11", "3.11.2-6+deb12u9")]   # the newest, asked only because the lane is behind
+    assert "BEHIND the archive's 3.11.2-6+deb12u9" in lines[0]
+    assert "the archive's pool does not serve 3.11.2-6+deb12u9's source yet" in lines[0]
+    assert "set distros.bookworm-3.11.package_version" not in lines[0]
+    current = {"python3.11": [("3.11.2-6+deb12u8", "bookworm")]}
+    asked.clear()
+    assert deb_check.main(MATRIX, ["bookworm-3.11"], [].append, _archive(current), not_yet) == 0
+    assert asked == []   # a current lane downloads nothing
 
 
 def test_an_unreadable_archive_exits_3():

@@ -237,6 +237,18 @@ apt-cache policy python{lane.version} | sed -n 's/^ *Candidate: /CANDIDATE /p'
     assert f"CANDIDATE {expected}\n" in done.stdout, (state.describe(), done.stdout[-2000:])
 
 
+def test_deb_check_downloads_the_dsc_of_the_lanes_own_revision(served):
+    """source_served, which deb-check asks when a lane is behind, with the archive for real: the revision the
+    lane was built from is served (its source was fetched from there), a revision nobody published is not."""
+    from cpython_perf.distro.source_packages import source_served
+    from cpython_perf.errors import SourceUnavailable
+
+    lane = served["lane"]
+    assert source_served(lane.source_package, lane.package_version, lane.suites)
+    with pytest.raises(SourceUnavailable, match="is not listed"):
+        source_served(lane.source_package, lane.package_version + "+nosuchrevision1", lane.suites)
+
+
 # apt's words: gpgv's BADSIG (bookworm), sqv's "Message has been manipulated" (trixie), then "is not signed"
 SIGNATURE_REFUSED = r"(BADSIG|signatures were invalid|has been manipulated)(.|\n)*is not signed"
 
