@@ -178,17 +178,24 @@ def apt_sandbox(apt: Path, suites, entries: dict[str, dict], cwd: Path | None = 
     return apt_get
 
 
+def _apt_archive(entries: dict[str, dict] | None, what: str = "") -> dict[str, dict]:
+    """This machine's archive entries (entries when given), or SourceUnavailable naming what is missing
+    (prefixed with what, e.g. "python3.11 3.11.2-6: ")."""
+    if not shutil.which("apt-get"):
+        raise SourceUnavailable(f"{what}apt-get is not installed on this machine")
+    if entries is not None:
+        return entries
+    try:
+        return archive_entries()
+    except Exception as exc:   # sources._NotHere: no archive entry
+        raise SourceUnavailable(f"{what}{exc}") from None
+
+
 def archive_source_versions(package: str, suites, entries: dict[str, dict] | None = None,
                             ) -> list[tuple[str, str]]:
     """[(version, suite)] of a source package in suites of this machine's archive, from the Sources indices
     apt verified against the signed InRelease files.  SourceUnavailable when the archive cannot be read."""
-    if not shutil.which("apt-get"):
-        raise SourceUnavailable("apt-get is not installed on this machine")
-    if entries is None:
-        try:
-            entries = archive_entries()
-        except Exception as exc:   # sources._NotHere: no archive entry
-            raise SourceUnavailable(str(exc)) from None
+    entries = _apt_archive(entries)
     with tempfile.TemporaryDirectory(prefix="cpython-perf-apt-") as tmp:
         apt_get = apt_sandbox(Path(tmp), suites, entries)
         proc = apt_get("update")
@@ -203,13 +210,7 @@ def source_served(package: str, version: str, suites, entries: dict[str, dict] |
     (an archive can list a revision before its pool has it).  Only the .dsc is downloaded, with apt's own
     transport and configuration (apt-helper download-file, checked against the index's size and sha256).
     SourceUnavailable when the archive cannot be read or does not list the version."""
-    if not shutil.which("apt-get"):
-        raise SourceUnavailable("apt-get is not installed on this machine")
-    if entries is None:
-        try:
-            entries = archive_entries()
-        except Exception as exc:   # sources._NotHere: no archive entry
-            raise SourceUnavailable(str(exc)) from None
+    entries = _apt_archive(entries)
     with tempfile.TemporaryDirectory(prefix="cpython-perf-apt-") as tmp:
         apt_get = apt_sandbox(Path(tmp), suites, entries)
         proc = apt_get("update")
@@ -255,12 +256,7 @@ def fetch_source_package(lane: DistroLane, cache_dir: Path | None = None, log=pr
             return _package(final, package, version)
         log(f"cached {package} {version} does not verify ({'; '.join(problems)}): deleted it, fetching again")
         shutil.rmtree(final)
-    if not shutil.which("apt-get"):
-        raise SourceUnavailable(f"{package} {version}: apt-get is not installed on this machine")
-    try:
-        entries = archive_entries()
-    except Exception as exc:   # sources._NotHere: no archive entry
-        raise SourceUnavailable(f"{package} {version}: {exc}") from None
+    entries = _apt_archive(None, f"{package} {version}: ")
     with tempfile.TemporaryDirectory(prefix=".fetch-", dir=cache_dir) as tmp:
         download = Path(tmp) / f"{package}_{version}"
         download.mkdir()
