@@ -119,18 +119,20 @@ def jitdump_code_loads(dump):
 
 def uleb(buf, i):
     """The unsigned LEB128 number at buf[i] (DWARF CFI, jitdump unwinding info): (value, index after it)."""
-    result = shift = 0
-    while True:
-        b = buf[i]
-        i += 1
-        result |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            return result, i
+    result, _, i = _leb(buf, i)
+    return result, i
 
 
 def sleb(buf, i):
     """The signed LEB128 number at buf[i]: (value, index after it)."""
+    result, bits, i = _leb(buf, i)
+    if result >> (bits - 1) & 1:   # the sign bit: 0x40 of the last byte
+        result -= 1 << bits
+    return result, i
+
+
+def _leb(buf, i):
+    """The LEB128 bytes at buf[i] as an unsigned number: (value, bits read, index after it)."""
     result = shift = 0
     while True:
         b = buf[i]
@@ -138,9 +140,7 @@ def sleb(buf, i):
         result |= (b & 0x7F) << shift
         shift += 7
         if not b & 0x80:
-            if b & 0x40:
-                result -= 1 << shift
-            return result, i
+            return result, shift, i
 
 
 def remove_perf_files(pid):
