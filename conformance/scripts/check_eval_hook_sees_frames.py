@@ -20,6 +20,8 @@ Exit 2 (cannot check) where _testinternalcapi has no set_eval_frame_record()
 """
 import sys
 
+from childcheck import finish
+
 try:
     import _testinternalcapi
 except ImportError:
@@ -130,9 +132,7 @@ def main():
             problems.append(f"{how}: the evaluator never saw {sorted(missing)} (run without calling it)")
         if (result, frames) != alone:
             problems.append(f"{how}: {len(frames)} frames recorded, {len(alone[1])} with the recorder alone")
-    for problem in problems:
-        print(problem)
-    return 1 if problems else 0
+    return finish(problems)
 
 
 if __name__ == "__main__":

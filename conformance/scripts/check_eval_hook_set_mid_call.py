@@ -16,6 +16,8 @@ set_eval_frame_record() (before 3.11, or a build without the test modules).
 """
 import sys
 
+from childcheck import finish
+
 try:
     import _testinternalcapi
 except ImportError:
@@ -77,9 +79,7 @@ def main():
     for name in ("target", "after"):
         if name not in recorded:
             problems.append(f"the recorder installed during the call never saw {name}()")
-    for problem in problems:
-        print(problem)
-    return 1 if problems else 0
+    return finish(problems)
 
 
 if __name__ == "__main__":
