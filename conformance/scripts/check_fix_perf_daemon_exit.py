@@ -56,6 +56,19 @@ time.sleep(0.02)
 """
 
 
+def run_child():
+    """One run of CHILD under -X perf; its perf map is removed."""
+    proc = subprocess.run([sys.executable, "-Xperf", "-c", CHILD],
+                          capture_output=True, text=True, timeout=60)
+    pid = proc.stdout.strip().split("\n")[0] if proc.stdout else ""
+    if pid.isdigit():
+        try:
+            os.unlink(f"/tmp/perf-{pid}.map")
+        except OSError:
+            pass
+    return proc
+
+
 def main():
     if sysconfig.get_config_var("PY_HAVE_PERF_TRAMPOLINE") != 1:
         print("CANNOT CHECK: this interpreter has no perf trampoline support",
@@ -68,24 +81,14 @@ def main():
         return 2
     debug_build = hasattr(sys, "gettotalrefcount")
     upstream_races = 0
-    i = 0
-    while i < RUNS:
-        i += 1
-        proc = subprocess.run([sys.executable, "-Xperf", "-c", CHILD],
-                              capture_output=True, text=True, timeout=60)
-        pid = proc.stdout.strip().split("\n")[0] if proc.stdout else ""
-        if pid.isdigit():
-            try:
-                os.unlink(f"/tmp/perf-{pid}.map")
-            except OSError:
-                pass
-        if (debug_build and proc.returncode == -signal.SIGABRT
-                and UPSTREAM_RACE_ASSERTION in proc.stderr and upstream_races < MAX_UPSTREAM_RACE):
+    for i in range(1, RUNS + 1):
+        proc = run_child()
+        while (debug_build and proc.returncode == -signal.SIGABRT
+               and UPSTREAM_RACE_ASSERTION in proc.stderr and upstream_races < MAX_UPSTREAM_RACE):
             upstream_races += 1
             print(f"run {i} aborted on the debug build's dangling thread state assertion (gh-110052, "
                   f"not this defect): run again", file=sys.stderr)
-            i -= 1
-            continue
+            proc = run_child()
         if proc.returncode < 0:
             try:
                 name = signal.Signals(-proc.returncode).name

@@ -1,6 +1,6 @@
 #!/bin/bash
-# handler.sh PYTHON [OPNUM]: the machine code of one instruction's handler in PYTHON's eval loop, found through the computed-goto table opcode_targets (the binary's relocations name each
-# handler's address).  A handler that loads and stores next_instr through a stack slot (-0x138(%rbp) and the
+# handler.sh PYTHON [OPNUM]: the machine code of one instruction's handler in PYTHON's eval loop, found
+# through the computed-goto table opcode_targets (the binary's relocations name each handler's address).  A handler that loads and stores next_instr through a stack slot (-0x138(%rbp) and the
 # like) is the spill.  OPNUM: the instruction's number, 85 (LOAD_FAST in 3.13) by default
 # (python3.13 -c "import opcode; print(opcode.opmap['LOAD_FAST'])").
 set -eu
