@@ -10,8 +10,10 @@ count() { valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/n
           | awk '/I *refs/ {gsub(",", "", $NF); print $NF}'; }
 cd /tmp
 for python in "$@"; do
-  # A fresh build's first run writes the standard library's .pyc files: not counted.
+  # A fresh build's first runs write the standard library's .pyc files: not counted.  Both kinds of run:
+  # `-c` imports linecache (to keep the command's source for tracebacks), a script does not.
   "$python" "$here/workloads.py" loop > /dev/null
+  "$python" -c pass
   for mode in inactive perf; do
     opt=(); [ "$mode" = perf ] && opt=(-X perf)
     base=$(count "$python" "${opt[@]}" -c pass)
