@@ -360,6 +360,7 @@ class CellRunner:
     python = "python3"   # the interpreter of the image (an external target's: its --python)
     perf = "perf"        # the perf command of the image (an external image's may be perf_X.Y)
     event = None         # the host's sampling event for perf record -e (None: perf's default; perf_event_for)
+    dwarf_stack = None   # the cell's dwarf dump size for perf_jit recordings (perf_runs.stack_dump_bytes)
 
     def __init__(self, client, image: str, workdir: Path, cap: str | None):
         self.client, self.image, self.workdir, self.cap = client, image, workdir, cap
@@ -370,6 +371,8 @@ class CellRunner:
     def run(self, command, env=None, timeout=900, perf=True) -> containers.RunResult:
         if perf and self.event:   # for the check scripts that run perf record themselves
             env = {perf_event.RECORD_EVENT_ENV: self.event, **(env or {})}
+        if perf and self.dwarf_stack:
+            env = {perf_runs.RECORD_DWARF_STACK_ENV: str(self.dwarf_stack), **(env or {})}
         return containers.run(
             self.client, self.image, command,
             mounts={self.src: "/src", self.tmp: "/tmp", **self.extra_mounts},
@@ -500,7 +503,9 @@ def runner_for(docker_client, tmp_path, tmp_path_factory, record_property):
                                lambda: guest_run_for(cell, docker_client, tmp_path_factory), record_property)
         # a build-only cell's image has no perf to probe (and nothing to record)
         cap = perf_cap_for(image, docker_client) if perf and not cell.build_only else None
-        return CellRunner(docker_client, image, workdir, cap).use_host_event(record_property)
+        runner = CellRunner(docker_client, image, workdir, cap)
+        runner.dwarf_stack = perf_runs.stack_dump_bytes(cell, "perf_jit")
+        return runner.use_host_event(record_property)
 
     return make
 

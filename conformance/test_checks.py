@@ -2,7 +2,10 @@
 
 Each check_*.py is a stdlib-only program that exits 0 when the behaviour it
 checks holds, 1 (with a message) when it does not, and 2 when it cannot
-check on this interpreter (shown as a skip with its reason).  Header lines:
+check on this interpreter (shown as a skip with its reason).  A script that
+runs perf record itself takes the host's sampling event from
+$CPYTHON_PERF_EVENT and, for dwarf call graphs, the cell's dump size from
+$CPYTHON_PERF_DWARF_STACK (the runner sets both).  Header lines:
   # requires: perf perf_jit   the backends the cell's interpreter must offer for it to run
   # emulated-reproduction: no a timing-dependent reproducer that does not
                               reproduce under qemu-user: on a foreign-arch

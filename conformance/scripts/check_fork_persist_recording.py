@@ -19,7 +19,8 @@ import shutil
 import sys
 import tempfile
 
-from childcheck import finish, perf_record_program, perf_script_samples, perf_script_text
+from childcheck import (finish, frame_pointer_recording_unavailable, perf_record_program, perf_script_samples,
+                        perf_script_text)
 
 CANNOT_CHECK = 2
 
@@ -55,8 +56,9 @@ print("parent", os.getpid(), "children", " ".join(map(str, children)), flush=Tru
 
 
 def main():
-    if shutil.which("perf") is None:
-        print("cannot check: no perf here")
+    why_not = frame_pointer_recording_unavailable()
+    if why_not:
+        print(f"cannot check: {why_not}")
         return CANNOT_CHECK
     workdir = tempfile.mkdtemp()
     try:

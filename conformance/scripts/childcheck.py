@@ -220,9 +220,20 @@ def frame_pointer_recording_unavailable():
 
     if shutil.which("perf") is None:
         return "no perf here"
-    if "-fno-omit-frame-pointer" not in (sysconfig.get_config_var("CFLAGS") or ""):
+    if not built_with_frame_pointers(sysconfig.get_config_var("CFLAGS") or ""):
         return "the interpreter is not built with frame pointers (perf -g needs them)"
     return None
+
+
+def built_with_frame_pointers(cflags):
+    """Whether C code compiled with these flags keeps frame pointers: the last of -f(no-)omit-frame-pointer
+    says so; without either, GCC keeps them at -O0 only (the last -O option counts)."""
+    flags = cflags.split()
+    fp = [f for f in flags if f in ("-fno-omit-frame-pointer", "-fomit-frame-pointer")]
+    if fp:
+        return fp[-1] == "-fno-omit-frame-pointer"
+    levels = [f for f in flags if f.startswith("-O")]
+    return bool(levels) and levels[-1] == "-O0"
 
 
 def perf_record_program(workdir, name, program, python_args=()):

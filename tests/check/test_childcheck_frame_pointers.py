@@ -1,0 +1,33 @@
+"""conformance/scripts/childcheck.py's built_with_frame_pointers: which interpreters the check scripts that walk
+frame pointers (perf record -g) can check, read from sysconfig's CFLAGS as the cell images record them.
+
+A -O0 build keeps frame pointers without -fno-omit-frame-pointer in its flags: those checks run there too,
+rather than being skipped as "not built with frame pointers".
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from cpython_perf.matrix import PROJECT_ROOT
+
+sys.path.insert(0, str(PROJECT_ROOT / "conformance" / "scripts"))
+import childcheck  # noqa: E402
+
+
+@pytest.mark.parametrize("cflags, expected", [
+    # the 3.13-O0 image: configure's OPT first, the variant's -O0 last
+    ("-fno-strict-overflow -Wsign-compare -DNDEBUG -g -O3 -Wall -O0 -O0", True),
+    ("-fno-strict-overflow -Wsign-compare -DNDEBUG -g -O3 -Wall -fno-omit-frame-pointer "
+     "-mno-omit-leaf-frame-pointer", True),
+    ("-fno-strict-overflow -Wsign-compare -DNDEBUG -g -O3 -Wall", False),   # the release variant
+    ("-O0 -Wall -O2", False),                                               # the last -O counts
+    ("-O0 -fomit-frame-pointer", False),
+    ("-fno-omit-frame-pointer -fomit-frame-pointer", False),                # the last of the pair counts
+    ("-fomit-frame-pointer -fno-omit-frame-pointer", True),
+    ("", False),
+])
+def test_built_with_frame_pointers(cflags, expected):
+    assert childcheck.built_with_frame_pointers(cflags) is expected
