@@ -416,6 +416,14 @@ def wallclock_env(config: Configuration) -> dict[str, str]:
 
 _ONE = re.compile(r"^(?:(?P<name>[^\s:]+): )?Mean \+- std dev: .* -> .*: (?P<speed>[\d.]+x (?:slower|faster)|no change)$")
 _HIDDEN = re.compile(r"^Benchmark hidden because not significant \(\d+\): (?P<names>.*)$")
+# compare_to of two one-benchmark files names each side by its path (the suite's <configuration>/<benchmark>.json)
+_RESULT_FILE = re.compile(r"\S*/(?P<configuration>[^/\s]+)/[^/\s]+\.json\b")
+
+
+def verdict_text(text: str) -> str:
+    """A compare_to line's figures with each side named by its configuration (as compare_to names a
+    multi-benchmark file) rather than by the path of its result file, which is the measuring host's."""
+    return _RESULT_FILE.sub(lambda m: m.group("configuration"), text.replace("[", "").replace("]", ""))
 
 
 def parse_compare_to(text: str, names: list[str] | None = None) -> dict[str, dict]:
@@ -433,7 +441,7 @@ def parse_compare_to(text: str, names: list[str] | None = None) -> dict[str, dic
                 out[name.strip()] = {"significant": False, "text": NOT_SIGNIFICANT}
         elif one and (one.group("name") or single):
             out[one.group("name") or single] = {"significant": True,
-                                                "text": line.split("Mean +- std dev: ", 1)[1].replace("[", "").replace("]", "")}
+                                                "text": verdict_text(line.split("Mean +- std dev: ", 1)[1])}
         elif line.endswith("Not significant!") and (":" in line or single):
             name = line.split(":", 1)[0] if line != "Not significant!" else single
             out[name] = {"significant": False, "text": NOT_SIGNIFICANT}
@@ -743,7 +751,8 @@ def wallclock_summary(verdicts: dict | None, names) -> str:
     sig = [n for n in shown if verdicts[n]["significant"]]
     if not sig:
         return f"not significant (0 of {len(shown)})"
-    return f"{len(sig)} of {len(shown)} significant: " + "; ".join(f"{n} {verdicts[n]['text']}" for n in sig)
+    return f"{len(sig)} of {len(shown)} significant: " + "; ".join(f"{n} {verdict_text(verdicts[n]['text'])}"
+                                                                  for n in sig)
 
 
 def _seconds(value: float) -> str:

@@ -239,6 +239,21 @@ def test_compare_to_parsing():
     assert suite.wallclock_summary({"go": got["go"]}, ["go"]) == "not significant (0 of 1)"
 
 
+def test_compare_to_of_two_files_names_configurations_not_paths():
+    # compare_to of two one-benchmark files prints each file's path; a report shows the configuration
+    line = ("Mean +- std dev: [/work/results/bench/suite-20261127T212041Z-pyperf/3.13-fp_inactive/coroutines.json] "
+            "23.2 ms +- 2.5 ms -> [/work/results/bench/suite-20261127T212041Z-pyperf/3.13-fp_perf/coroutines.json] "
+            "29.0 ms +- 5.4 ms: 1.25x slower\n")
+    got = suite.parse_compare_to(line, ["coroutines"])
+    assert got == {"coroutines": {"significant": True,
+                                  "text": "3.13-fp_inactive 23.2 ms +- 2.5 ms -> 3.13-fp_perf 29.0 ms +- 5.4 ms: 1.25x slower"}}
+    # results files written before keep the paths in their verdicts: the summary names configurations there too
+    stored = {"coroutines": {"significant": True, "text": line.strip().split("Mean +- std dev: ", 1)[1]
+                             .replace("[", "").replace("]", "")}}
+    assert suite.wallclock_summary(stored, ["coroutines"]) == (
+        "1 of 1 significant: coroutines 3.13-fp_inactive 23.2 ms +- 2.5 ms -> 3.13-fp_perf 29.0 ms +- 5.4 ms: 1.25x slower")
+
+
 def test_pyperf_json_means(tmp_path):
     path = tmp_path / "x.json"
     path.write_text(json.dumps({"version": "1.0", "metadata": {}, "benchmarks": [
