@@ -27,15 +27,10 @@ import subprocess
 import sys
 import tempfile
 
-from childcheck import (child_reports, describe_exit, finish, jitdump_code_loads, perf_script_samples,
-                        remove_perf_files)
+from childcheck import (PERF_DWARF_STACK, PERF_EVENT, child_reports, describe_exit, finish, jitdump_code_loads,
+                        perf_script_samples, remove_perf_files)
 
 CANNOT_CHECK = 2
-# the host's sampling event (cpython_perf.record.perf_event), passed by the suite's runner; none: perf's default
-EVENT = ["-e", os.environ["CPYTHON_PERF_EVENT"]] if os.environ.get("CPYTHON_PERF_EVENT") else []
-# the cell's dwarf dump size (cpython_perf.record.perf_runs.RECORD_DWARF_STACK_ENV), passed by the same runner: a
-# dump smaller than one eval-loop frame (-O0: about 18 KiB) unwinds to no Python frame at all
-DWARF_STACK = os.environ.get("CPYTHON_PERF_DWARF_STACK") or "16384"
 
 CHURN = r'''
 import gc, json, os, sys
@@ -132,7 +127,7 @@ def check_recording():
         with open(prog, "w") as fh:
             fh.write(SPIN)
         data, injected = os.path.join(workdir, "perf.data"), os.path.join(workdir, "perf.jit.data")
-        rec = subprocess.run(["perf", "record", *EVENT, "-F", "999", "-k", "1", "--call-graph", f"dwarf,{DWARF_STACK}", "-o", data,
+        rec = subprocess.run(["perf", "record", *PERF_EVENT, "-F", "999", "-k", "1", "--call-graph", f"dwarf,{PERF_DWARF_STACK}", "-o", data,
                               "--", sys.executable, "-X", "perf_jit", prog],
                              capture_output=True, text=True, timeout=300)
         found = re.search(r"pid (\d+)", rec.stdout)
