@@ -402,24 +402,62 @@ def _workdir(path: Path) -> Path:
 
 GUEST_OUTPUTS = (perf_runs.SCRIPT_OUTPUT, perf_runs.PHASES_OUTPUT, "python.stdout")
 
+# The shape catalogue (test_catalogue_shapes.py): scripts/shape_NAME.py, each recorded with -X <mode>.
+SHAPES = ("methods", "closures", "generators", "async", "recursion", "exceptions", "sorted_key", "map",
+          # calls the eval loop specializes into a frame push of its own (3.11+): each must keep its py:: frame
+          "init", "awaits", "property", "getitem")
+# Under a perf trampoline every Python call is a C call of the eval loop (3.11+ inline them
+# otherwise): near the recursion limit that is ~950 eval frames, 10 KiB (3.11) to 18 KiB (3.13)
+# each at -O0, more than the default 8 MiB C stack -- native 3.13 dies with SIGSEGV as much as
+# the backports.  The shapes run with a C stack that any build here fits in.
+SHAPE_C_STACK_KB = 256 * 1024
+
+
+def shape_path(shape: str) -> str:
+    return f"/src/shape_{shape}.py"
+
+
+def shape_run(cell, mode: str, shape: str, event: str | None = None) -> perf_runs.PerfRun:
+    """The recording of one catalogue shape (the same command lines as the seed's, with SHAPE_C_STACK_KB)."""
+    return perf_runs.perf_run(cell, mode, "xoption", shape_path(shape), c_stack_kb=SHAPE_C_STACK_KB, event=event)
+
 
 # Dwarf unwinding in the emulated guest costs ~0.5 s a sample in `perf script`: perf_jit is recorded
 # with -X only there (the activation paths are the same code on every arch and are checked on x86_64
 # and by the check scripts under qemu-user); perf (frame pointers) is recorded with every activation.
 GUEST_ACTIVATIONS = {"perf": perf_runs.ACTIVATIONS, "perf_jit": ("xoption",)}
+# The catalogue shapes the guest records, with -X perf only (frame pointers; dwarf's cost as above).
+# Deep recursion is left to x86_64: its reach is measured against perf_event_max_stack, which the
+# test reads in the container, i.e. from the host's kernel, not the guest's.
+GUEST_SHAPE_MODE = "perf"
+GUEST_SHAPES = tuple(shape for shape in SHAPES if shape != "recursion")
 
 
 def guest_jobs(cell) -> list[guest.GuestJob]:
-    """Every recording test_seed_chain asks of a foreign cell: each mode it claims (none for a vanilla
-    twin, whose seed chain is not checked) with the activations GUEST_ACTIVATIONS gives, and the run
-    without activation."""
+    """Every recording test_seed_chain and test_catalogue_shapes ask of a foreign cell: each mode it claims
+    (none for a vanilla twin, whose chains are not checked) with the activations GUEST_ACTIVATIONS gives,
+    the run without activation, and GUEST_SHAPES with GUEST_SHAPE_MODE where the cell claims it."""
     modes = () if cell.vanilla else cell.modes
     jobs = [guest.GuestJob(f"{mode}-{activation}", perf_runs.perf_run(cell, mode, activation, SEED_SCRIPT).shell,
                            GUEST_OUTPUTS)
             for mode in modes for activation in GUEST_ACTIVATIONS[mode]]
     jobs.append(guest.GuestJob("no-activation", perf_runs.perf_run(cell, None, "xoption", SEED_SCRIPT).shell,
                                GUEST_OUTPUTS))
+    if GUEST_SHAPE_MODE in modes:
+        jobs += [guest.GuestJob(f"shape-{shape}", shape_run(cell, GUEST_SHAPE_MODE, shape).shell, GUEST_OUTPUTS)
+                 for shape in GUEST_SHAPES]
     return jobs
+
+
+def guest_shape_skip_reason(cell, mode: str, shape: str) -> str | None:
+    """Why a catalogue shape is not recorded in a foreign cell's guest (None: it is)."""
+    if mode != GUEST_SHAPE_MODE:
+        return (f"{cell.name}: in the emulated guest the shapes are recorded with -X {GUEST_SHAPE_MODE} only (dwarf "
+                f"unwinding there costs ~0.5 s a sample); -X {mode} is checked on the x86_64 cells")
+    if shape not in GUEST_SHAPES:
+        return (f"{cell.name}: shape {shape} is checked on the x86_64 cells: its reach is measured against the "
+                "kernel's perf_event_max_stack, which the container shows for the host, not for the guest")
+    return None
 
 
 def guest_skip_reason(cell, mode: str | None, activation: str) -> str | None:

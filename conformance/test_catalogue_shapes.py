@@ -12,7 +12,9 @@ test_seed_chain.py) and every shape script conformance/scripts/shape_NAME.py:
    between the coroutines and <module>); no other shape may have any.
 2. The recording.  perf records the script with -X <mode> (perf_runs.perf_run,
    the same command lines as the seed) and `perf script` is parsed into
-   samples (cpython_perf.record.perf_samples).
+   samples (cpython_perf.record.perf_samples).  A foreign-arch cell's
+   recordings come from its qemu-system guest (conftest.guest_jobs: every
+   shape but recursion, with -X perf), its probes from qemu-user.
 3. The assertion.  Of the samples whose innermost py:: frame is the leaf, at
    least 95% with perf, 90% with perf_jit (perf_samples.min_chain_fraction,
    as for the seed) must have py:: frames (leaf to root) beginning with the
@@ -58,23 +60,18 @@ import pytest
 from cpython_perf.record import perf_runs
 from cpython_perf.record.perf_samples import chain_report, min_chain_fraction, parse_perf_script
 
-from conftest import MIN_COVERAGE, PYTHON, assert_chain, dump_reach, eval_frame_bytes, not_applicable
+from conftest import (MIN_COVERAGE, PYTHON, SHAPE_C_STACK_KB, SHAPES, assert_chain, dump_reach, eval_frame_bytes,
+                      guest_shape_skip_reason, not_applicable, shape_path, shape_run)
 
-SHAPES = ("methods", "closures", "generators", "async", "recursion", "exceptions", "sorted_key", "map",
-          # calls the eval loop specializes into a frame push of its own (3.11+): each must keep its py:: frame
-          "init", "awaits", "property", "getitem")
 FOREIGN_ALLOWED = {"async": "asyncio"}   # shape -> stdlib package whose frames may sit in its stack
 MIN_NESTED_RECURSION = 50  # nested py::rec frames demanded where the unwinder can hold them
 
 
-def skip_foreign(cell):
-    if cell.foreign:
-        not_applicable("foreign", f"{cell.name}: a foreign arch records in a qemu-system guest, whose one boot per cell runs "
-                    "the seed chain (test_seed_chain); the shape catalogue is checked on the x86_64 cells")
-
-
-def script_path(shape: str) -> str:
-    return f"/src/shape_{shape}.py"
+def skip_foreign(cell, mode, shape):
+    """A foreign cell's shapes come from its qemu-system guest, which records some of them (conftest.GUEST_SHAPES)."""
+    reason = cell.foreign and guest_shape_skip_reason(cell, mode, shape)
+    if reason:
+        not_applicable("foreign", reason)
 
 
 def _qualname(symbol: str, filename: str) -> str:
@@ -93,10 +90,10 @@ def perf_map_name_before_311(qualname: str) -> str:
 
 def probe(runner, shape: str) -> dict:
     """The interpreter's stack at the shape's leaf, checked against the script's EXPECTED."""
-    result = runner.run([PYTHON, script_path(shape), "--probe"], perf=False, timeout=300)
+    result = runner.run([PYTHON, shape_path(shape), "--probe"], perf=False, timeout=300)
     assert result.exit_code == 0, f"probe of shape_{shape}.py failed:\n{result.stderr[-3000:]}"
     info = json.loads(result.stdout.strip().splitlines()[-1])
-    stack, filename = info["stack"], script_path(shape)
+    stack, filename = info["stack"], shape_path(shape)
     assert stack and stack[-1] == f"py::<module>:{filename}", f"the probe's root is not the script's module: {stack[-3:]}"
     own = [_qualname(s, filename) for s in stack if s.endswith(":" + filename)]
     if shape == "recursion":
@@ -120,16 +117,8 @@ def probe(runner, shape: str) -> dict:
     return info
 
 
-# Under a perf trampoline every Python call is a C call of the eval loop (3.11+ inline them
-# otherwise): near the recursion limit that is ~950 eval frames, 10 KiB (3.11) to 18 KiB (3.13)
-# each at -O0, more than the default 8 MiB C stack -- native 3.13 dies with SIGSEGV as much as
-# the backports.  The shapes run with a C stack that any build here fits in.
-SHAPE_C_STACK_KB = 256 * 1024
-
-
 def record(runner, cell, mode, shape):
-    run = perf_runs.perf_run(cell, mode, "xoption", script_path(shape), c_stack_kb=SHAPE_C_STACK_KB,
-                            event=runner.event)
+    run = shape_run(cell, mode, shape, event=runner.event)
     result = runner.run(run.shell, timeout=900)
     died = f" (python3 was killed by signal {result.exit_code - 128})" if result.exit_code > 128 else ""
     assert result.exit_code == 0, (
@@ -143,7 +132,11 @@ _versions: dict[str, tuple[str, str]] = {}
 
 
 def record_versions(runner, cell, record_property) -> None:
-    """perf's and the kernel's versions, as the report shows them (asked once per cell)."""
+    """perf's and the kernel's versions, as the report shows them (asked once per cell).  A foreign cell
+    records in its guest, whose kernel the GuestRunner names (guest_kernel); the container would show
+    the host's."""
+    if cell.foreign:
+        return
     if cell.name not in _versions:
         result = runner.run(["sh", "-c", "perf version; uname -r"], perf=False)
         lines = result.stdout.split()
@@ -167,7 +160,7 @@ def dwarf_reach(runner, cell, mode, record_property) -> int | None:
 @pytest.mark.parametrize("shape", [s for s in SHAPES if s != "recursion"])
 def test_catalogue_shape(cell_mode, shape, runner_for, record_property):
     cell, mode = cell_mode
-    skip_foreign(cell)
+    skip_foreign(cell, mode, shape)
     runner = runner_for(cell)
     record_versions(runner, cell, record_property)
     stack = probe(runner, shape)["stack"]
@@ -258,9 +251,9 @@ def _stack_budget(runner, cell, depth: int, record_property) -> str:
 
 def test_catalogue_deep_recursion(cell_mode, runner_for, record_property):
     cell, mode = cell_mode
-    skip_foreign(cell)
-    runner = runner_for(cell)
     shape = "recursion"
+    skip_foreign(cell, mode, shape)
+    runner = runner_for(cell)
     record_versions(runner, cell, record_property)
     stack = probe(runner, shape)["stack"]
     rec = stack[0]
