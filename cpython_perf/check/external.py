@@ -270,15 +270,17 @@ class TargetFacts:
 
 def cflags_frame_pointers(config: dict) -> bool | None:
     """Whether the build's compile flags (sysconfig) keep frame pointers: the last -f(no-)omit-frame-pointer
-    wins; without either, False (GCC and clang omit them from -O1 on x86-64 and aarch64); None without flags."""
+    wins; without either, only at -O0 (the last -O option; GCC and clang omit them from -O1 on x86-64 and
+    aarch64); None without flags.  The check scripts in the images judge the same way
+    (conformance/scripts/childcheck.py built_with_frame_pointers, stdlib only)."""
     flags = " ".join(str(config.get(name) or "") for name in CFLAG_VARS).split()
     if not flags:
         return None
-    last = None
-    for flag in flags:
-        if flag in (FRAME_POINTER_FLAG, "-fomit-frame-pointer"):
-            last = flag
-    return last == FRAME_POINTER_FLAG
+    explicit = [flag for flag in flags if flag in (FRAME_POINTER_FLAG, "-fomit-frame-pointer")]
+    if explicit:
+        return explicit[-1] == FRAME_POINTER_FLAG
+    levels = [flag for flag in flags if flag.startswith("-O")]
+    return bool(levels) and levels[-1] == "-O0"
 
 
 def optimisation_flags(config: dict) -> list[str]:

@@ -2,7 +2,8 @@
 frame pointers (perf record -g) can check, read from sysconfig's CFLAGS as the cell images record them.
 
 A -O0 build keeps frame pointers without -fno-omit-frame-pointer in its flags: those checks run there too,
-rather than being skipped as "not built with frame pointers".
+rather than being skipped as "not built with frame pointers".  The driver's own judgement of an interpreter's
+flags (cpython_perf.check.external.cflags_frame_pointers) must agree on every case.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import sys
 
 import pytest
 
+from cpython_perf.check import external
 from cpython_perf.matrix import PROJECT_ROOT
 
 sys.path.insert(0, str(PROJECT_ROOT / "conformance" / "scripts"))
@@ -31,3 +33,6 @@ import childcheck  # noqa: E402
 ])
 def test_built_with_frame_pointers(cflags, expected):
     assert childcheck.built_with_frame_pointers(cflags) is expected
+    # the driver's judgement of an external interpreter (profile's default mode, the target facts) agrees;
+    # it has no answer where sysconfig has no flags at all
+    assert external.cflags_frame_pointers({"CFLAGS": cflags}) is (expected if cflags else None)

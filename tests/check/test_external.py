@@ -120,6 +120,10 @@ def test_cflags_frame_pointers():
     assert external.cflags_frame_pointers({"CFLAGS": "-O2 -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer"}) is True
     assert external.cflags_frame_pointers({"CFLAGS": "-fno-omit-frame-pointer", "PY_CFLAGS_NODIST": "-fomit-frame-pointer"}) is False
     assert external.cflags_frame_pointers({}) is None
+    # an -O0 build keeps them unless told otherwise; the last -O counts, as for the check scripts' judgement
+    assert external.cflags_frame_pointers({"CFLAGS": "-g -O0"}) is True
+    assert external.cflags_frame_pointers({"CFLAGS": "-O0", "PY_CFLAGS_NODIST": "-O2"}) is False
+    assert external.cflags_frame_pointers({"CFLAGS": "-O0 -fomit-frame-pointer"}) is False
     assert external.optimisation_flags({"CFLAGS": "-O2 -g -fwrapv", "PY_CFLAGS": "-O2 -fwrapv -fcf-protection"}) == \
         ["-O2", "-fwrapv", "-fcf-protection"]
 
