@@ -187,6 +187,33 @@ def changelog_date(when: datetime) -> str:
     return when.astimezone(timezone.utc).strftime("%a, %d %b %Y %H:%M:%S +0000")
 
 
+_TRAILER = re.compile(r"^ -- .*?  (?P<date>\S.*\S)\s*$", re.M)
+_LAST_UPDATE = re.compile(r"^Last-Update:\s*(\d{4}-\d{2}-\d{2})\s*$", re.M)
+
+
+def entry_date(changelog: str, patch_texts) -> datetime:
+    """When the `+perfN` entry is dated: the later of Debian's newest entry and the newest Last-Update
+    among the patches (midnight UTC).  Both are inputs of the build, so two builds of the same inputs
+    write the same entry and dpkg derives the same SOURCE_DATE_EPOCH from it (the packages' file times,
+    the compressed changelogs); the build's own clock would differ on every run."""
+    from email.utils import parsedate_to_datetime
+    dates = []
+    found = _TRAILER.search(changelog)
+    if found:
+        try:
+            dates.append(parsedate_to_datetime(found.group("date")).astimezone(timezone.utc))
+        except (TypeError, ValueError):
+            pass
+    for text in patch_texts:
+        update = _LAST_UPDATE.search(text)
+        if update:
+            dates.append(datetime.strptime(update.group(1), "%Y-%m-%d").replace(tzinfo=timezone.utc))
+    if not dates:
+        raise DriverError("debian/changelog has no dated entry and no patch a Last-Update: the +perf entry "
+                          "would have no date that two builds agree on")
+    return max(dates)
+
+
 def changelog_entry(lane: DistroLane, names: list[str], symbols_added: list[str], symbols_path: str,
                     when: datetime, distribution: str | None = None) -> str:
     """The `+perf1` entry put on top of debian/changelog."""
@@ -225,7 +252,8 @@ class Prepared:
 
 def prepare_tree(tree: Path, lane: DistroLane, form_dir: Path | None, names: list[str],
                  when: datetime | None = None) -> Prepared:
-    """Apply the lane's edits to an unpacked source package (form_dir None: the baseline, left as is)."""
+    """Apply the lane's edits to an unpacked source package (form_dir None: the baseline, left as is).
+    The new changelog entry is dated by entry_date unless `when` is given."""
     debian = tree / "debian"
     if form_dir is None:
         return Prepared([], [], "", lane.package_version)
@@ -242,8 +270,10 @@ def prepare_tree(tree: Path, lane: DistroLane, form_dir: Path | None, names: lis
         sym.write_text(text)
     rel = str(sym.relative_to(tree))
     changelog = debian / "changelog"
-    changelog.write_text(changelog_entry(lane, names, added, rel, when or datetime.now(timezone.utc))
-                         + changelog.read_text())
+    old = changelog.read_text()
+    if when is None:
+        when = entry_date(old, (p.read_text(errors="replace") for p in sorted(target.glob("*.patch"))))
+    changelog.write_text(changelog_entry(lane, names, added, rel, when) + old)
     return Prepared(list(names), added, rel, version)
 
 
@@ -272,6 +302,27 @@ def build_environment(options: DebOptions, matrix: Matrix) -> dict[str, str]:
 
 def dpkg_buildpackage_command() -> list[str]:
     return ["dpkg-buildpackage", "-b", "-uc", "-us"]
+
+
+@dataclass(frozen=True)
+class BuildConditions:
+    """What a build varies that its inputs do not name (the deb reproducibility check's second build): where the
+    source is unpacked, the environment, the umask, the `docker run` options (host name, CPUs), and a command
+    dpkg-buildpackage runs under (setarch)."""
+    src_dir: str = "src"                       # under the build's work directory (/w)
+    env: tuple[tuple[str, str], ...] = ()      # added to (and overriding) the lane's build environment
+    umask: str | None = None
+    docker_options: tuple[str, ...] = ()
+    wrapper: tuple[str, ...] = ()
+
+    def command(self, argv: list[str]) -> list[str]:
+        argv = [*self.wrapper, *argv]
+        if self.umask:
+            return ["sh", "-c", f"umask {self.umask} && exec {shlex.join(argv)}"]
+        return argv
+
+
+AS_BUILT = BuildConditions()
 
 
 def lintian_command(*paths: str) -> list[str]:
@@ -498,9 +549,10 @@ def _tail_of(path: Path, lines: int = 30) -> str:
 
 def docker_run_command(image: str, argv: list[str], *, mounts: dict[Path, str] | None = None,
                        env: dict[str, str] | None = None, workdir: str | None = None, name: str | None = None,
-                       cap_add: list[str] | None = None, network: bool = True, user: str | None = None
-                       ) -> list[str]:
-    cmd = ["docker", "run", "--rm"]
+                       cap_add: list[str] | None = None, network: bool = True, user: str | None = None,
+                       options: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """options: more `docker run` options (a BuildConditions' host name, CPU set)."""
+    cmd = ["docker", "run", "--rm", *options]
     if name:
         cmd += ["--name", name]
     if user:
@@ -629,7 +681,8 @@ def default_cache_root() -> Path:
 
 
 def build_key(lane: DistroLane, dsc: Path, form_files: dict[str, bytes], env: dict[str, str], image: str) -> str:
-    """Digest of everything the built packages are made from (not the changelog date)."""
+    """Digest of everything the built packages are made from (the changelog entry's date too: entry_date takes
+    it from the .dsc's changelog and the patches)."""
     digest = hashlib.sha256()
     for part in (lane.name.encode(), lane.package_version.encode(), sources.sha256_of(dsc).encode(),
                  json.dumps(env, sort_keys=True).encode(), image.encode(),
@@ -701,7 +754,6 @@ class LaneRun:
 
     def run(self) -> dict:
         from . import series_forms
-        from .source_packages import fetch_source_package
         from .. import host
 
         lane, options = self.lane, self.options
@@ -711,14 +763,7 @@ class LaneRun:
             (self.paths.results / old).unlink(missing_ok=True)
         host.ensure_commands({"mmdebstrap": "mmdebstrap"}, self.log)
         host.docker_client(self.log)   # a daemon answers (started if allowed)
-        with self.phase("source"):
-            package = fetch_source_package(lane, log=self.log)
-        dsc_text = package.dsc.read_text(errors="replace")
-        with self.phase("build-image"):
-            image = self.ensure_build_image(package.dsc, dsc_text)
-        self.summary["build_image"] = image
-        env = build_environment(options, self.matrix)
-        self.summary["environment"] = env
+        package, dsc_text, image, env = self.build_inputs()
         form_dir = None
         form_files: dict[str, bytes] = {}
         names: list[str] = []
@@ -752,6 +797,38 @@ class LaneRun:
         self.save()
         return self.summary
 
+    def build_inputs(self):
+        """The verified source package, its .dsc text, the build image (made when missing) and the build
+        environment -> (package, dsc_text, image, env), each recorded in the summary."""
+        from .source_packages import fetch_source_package
+
+        with self.phase("source"):
+            package = fetch_source_package(self.lane, log=self.log)
+        dsc_text = package.dsc.read_text(errors="replace")
+        with self.phase("build-image"):
+            image = self.ensure_build_image(package.dsc, dsc_text)
+        self.summary["build_image"] = image
+        env = build_environment(self.options, self.matrix)
+        self.summary["environment"] = env
+        return package, dsc_text, image, env
+
+    def build_elsewhere(self, out: Path, conditions: BuildConditions, env: dict[str, str] | None = None) -> dict:
+        """Build the lane's packages (with its series) again into out under other conditions, bypassing the
+        cache (the deb reproducibility check's second build); env replaces the lane's build environment.
+        Returns what the build wrote to out/DONE."""
+        from . import series_forms
+
+        self.paths.results.mkdir(parents=True, exist_ok=True)
+        package, _, image, lane_env = self.build_inputs()
+        tmp = Path(tempfile.mkdtemp(prefix=f"cpython-perf-deb-{self.lane.name}-", dir=self._scratch()))
+        try:
+            form_dir = tmp / "form"
+            names = series_forms.write_quilt_form(self.lane.patch_series, form_dir)
+            self.build(package.dsc, image, env or lane_env, form_dir, names, out, tmp, conditions)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return json.loads((out / "DONE").read_text())
+
     def _scratch(self) -> str:
         root = default_cache_root()
         root.mkdir(parents=True, exist_ok=True)
@@ -770,18 +847,20 @@ class LaneRun:
         return tag
 
     def build(self, dsc: Path, image: str, env: dict[str, str], form_dir: Path | None, names: list[str],
-              out: Path, tmp: Path) -> None:
+              out: Path, tmp: Path, conditions: BuildConditions = AS_BUILT) -> None:
         lane = self.lane
         work = tmp / "work"
         work.mkdir()
         log_file = self.paths.results / "build.log"   # followed live; kept with the packages too
         mounts = {dsc.parent: "/in:ro", work: "/w"}
-        src = "/w/src"
+        src = f"/w/{conditions.src_dir}"
+        (work / conditions.src_dir).parent.mkdir(parents=True, exist_ok=True)
+        env = {**env, **dict(conditions.env)}
         with build_lock(default_cache_root() / "build.lock", self.log):
             with self.phase("unpack"):
                 self._container(image, ["dpkg-source", "-x", f"/in/{dsc.name}", src], mounts, log_file, "unpack")
             with self.phase("prepare"):
-                prepared = prepare_tree(work / "src", lane, form_dir, names)
+                prepared = prepare_tree(work / conditions.src_dir, lane, form_dir, names)
                 self.log(f"{lane.name}: {len(prepared.names)} patches appended to debian/patches/series under "
                          f"{PATCH_SUBDIR}/; symbols added to {prepared.symbols_path or '-'}: "
                          f"{', '.join(prepared.symbols_added) or 'none (all present)'}; version {prepared.version}")
@@ -790,19 +869,21 @@ class LaneRun:
                 self._container(image, ["dpkg-source", "--before-build", "."], mounts, log_file, "patch",
                                 workdir=src)
             with self.phase("build"):
+                argv = conditions.command(dpkg_buildpackage_command())
                 self.log(f"$ {' '.join(f'{k}={shlex.quote(v)}' for k, v in env.items())} "
-                         f"{shlex.join(dpkg_buildpackage_command())}  (log: {log_file})")
-                self._container(image, dpkg_buildpackage_command(), mounts, log_file, "build", env=env,
-                                workdir=src, network=False)
-        changes = sorted(p.name for p in work.glob("*.changes")) + sorted(p.name for p in work.glob("*.buildinfo"))
-        debs = sorted(p.name for p in work.glob("*.deb")) + sorted(p.name for p in work.glob("*.udeb"))
+                         f"{shlex.join(argv)}  (log: {log_file})")
+                self._container(image, argv, mounts, log_file, "build", env=env, workdir=src, network=False,
+                                options=conditions.docker_options)
+        made = (work / conditions.src_dir).parent   # dpkg-buildpackage writes beside the source tree
+        changes = sorted(p.name for p in made.glob("*.changes")) + sorted(p.name for p in made.glob("*.buildinfo"))
+        debs = sorted(p.name for p in made.glob("*.deb")) + sorted(p.name for p in made.glob("*.udeb"))
         if not debs:
-            raise DriverError(f"dpkg-buildpackage made no .deb in {work}")
+            raise DriverError(f"dpkg-buildpackage made no .deb in {made}")
         if out.exists():
             shutil.rmtree(out)
         out.mkdir(parents=True)
         for name in (*debs, *changes):
-            shutil.move(str(work / name), out / name)
+            shutil.move(str(made / name), out / name)
         shutil.copy2(log_file, out / "build.log")
         flavour = {"environment": env, "with_series": form_dir is not None}
         for old in out.parent.iterdir():   # superseded builds: same options (flavour), other inputs
@@ -820,9 +901,10 @@ class LaneRun:
             "build_seconds": {k: self.summary["phases"][k] for k in ("unpack", "prepare", "patch", "build")},
             "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}, indent=2) + "\n")
 
-    def _container(self, image, argv, mounts, log_file, what, env=None, workdir=None, network=True):
+    def _container(self, image, argv, mounts, log_file, what, env=None, workdir=None, network=True, options=()):
         name = f"cpython-perf-deb-{self.lane.name}-{what}-{os.getpid()}"
-        cmd = docker_run_command(image, argv, mounts=mounts, env=env, workdir=workdir, name=name, network=network)
+        cmd = docker_run_command(image, argv, mounts=mounts, env=env, workdir=workdir, name=name, network=network,
+                                 options=options)
         rc = run_logged(cmd, log_file, name, log=self.log, what=f"{self.lane.name}: {what}")
         if rc != 0:
             raise RuntimeFailure(f"{self.lane.name}: {what} failed (exit {rc}) in {image}; log: {log_file}\n"

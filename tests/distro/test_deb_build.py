@@ -139,7 +139,8 @@ def test_prepare_tree(tmp_path):
     tree = tmp_path / "src"
     (tree / "debian" / "patches").mkdir(parents=True)
     (tree / "debian" / "patches" / "series").write_text("debian-own.patch\n")
-    (tree / "debian" / "changelog").write_text("python3.11 (3.11.2-6+deb12u8) bookworm; urgency=medium\n")
+    (tree / "debian" / "changelog").write_text("python3.11 (3.11.2-6+deb12u8) bookworm; urgency=medium\n\n  * Fix.\n\n"
+                                               " -- Someone <someone@example.org>  Wed, 13 May 2026 04:02:22 +0000\n")
     (tree / "debian" / "libpython.symbols.in").write_text(SYMBOLS)
     (tree / "debian" / "libPVER.symbols.in").write_text('#include "libpython.symbols"\n')
     form = tmp_path / "form"
@@ -344,3 +345,46 @@ def test_cli_deb_options(monkeypatch):
     assert seen["options"] == deb_build.DebOptions(release_grade=True, with_series=False, jobs=1, rebuild=True,
                                                    checks=False, lintian=False)
     assert cli.main(["deb", "sid-3.99"]) != 0
+
+
+def _pristine_tree(root: Path, changelog: str) -> Path:
+    tree = root / "src"
+    (tree / "debian" / "patches").mkdir(parents=True)
+    (tree / "debian" / "patches" / "series").write_text("debian-own.patch\n")
+    (tree / "debian" / "changelog").write_text(changelog)
+    (tree / "debian" / "libpython.symbols.in").write_text(SYMBOLS)
+    (tree / "debian" / "libPVER.symbols.in").write_text('#include "libpython.symbols"\n')
+    return tree
+
+
+def test_two_preparations_of_the_same_inputs_write_the_same_changelog(tmp_path, monkeypatch):
+    """The +perf entry's date feeds SOURCE_DATE_EPOCH: it must come from the inputs, not the clock."""
+    debian_entry = ("python3.11 (3.11.2-6+deb12u8) bookworm-security; urgency=medium\n\n  * Fix.\n\n"
+                    " -- Someone <someone@example.org>  Wed, 13 May 2026 04:02:22 +0200\n")
+    form = tmp_path / "form"
+    form.mkdir()
+    (form / "0000-new.patch").write_text("Description: x\nLast-Update: 2026-11-22\n---\n")
+    (form / "0001-fix.patch").write_text("Description: y\nLast-Update: 2026-10-01\n---\n")
+    texts = []
+    for run, now in enumerate((datetime(2026, 11, 27, 1, 2, 3, tzinfo=timezone.utc),
+                               datetime(2027, 3, 4, 5, 6, 7, tzinfo=timezone.utc))):
+        class Clock(datetime):
+            @classmethod
+            def now(cls, tz=None):
+                return now
+        monkeypatch.setattr(deb_build, "datetime", Clock)
+        tree = _pristine_tree(tmp_path / str(run), debian_entry)
+        deb_build.prepare_tree(tree, LANE, form, ["0000-new.patch", "0001-fix.patch"])
+        texts.append((tree / "debian" / "changelog").read_text())
+    assert texts[0] == texts[1]
+    assert "  Sun, 22 Nov 2026 00:00:00 +0000\n" in texts[0]
+
+
+def test_entry_date_is_the_later_of_debians_entry_and_the_series():
+    debian = " -- Someone <someone@example.org>  Wed, 13 May 2026 04:02:22 +0200\n"
+    assert deb_build.entry_date(debian, ["Last-Update: 2026-01-01\n"]) == \
+        datetime(2026, 5, 13, 2, 2, 22, tzinfo=timezone.utc)
+    assert deb_build.entry_date(debian, ["Last-Update: 2026-06-01\n", "Last-Update: 2026-05-31\n"]) == \
+        datetime(2026, 6, 1, tzinfo=timezone.utc)
+    with pytest.raises(DriverError, match="no dated entry"):
+        deb_build.entry_date("python3.11 (1) x; urgency=low\n", ["no header"])
