@@ -286,6 +286,15 @@ def _deb_session(lane):
                    f"({', '.join(lane.modes)}).")
     nox.session(name=lane.session, default=False)(run)
 
+    def reproducibility(session):
+        _install(session)
+        _driver(session, "deb-reproducibility", lane.name, *session.posargs)
+
+    reproducibility.__doc__ = (f"Build the {lane.name} lane's packages twice (as `deb` builds them; then later, "
+                               "varied as reprotest varies a build) and compare the .debs "
+                               "(results/deb-reproducibility/; two Debian builds, about an hour).")
+    nox.session(name=f"deb-reproducibility-{lane.name}", default=False)(reproducibility)
+
 
 for _lane in MATRIX.distros.values():
     _deb_session(_lane)

@@ -1,0 +1,82 @@
+"""The deb lanes' reproducibility check without a Debian build: the varied conditions of build b, and the
+comparison of two builds' .debs (real packages made with dpkg-deb; no Docker)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cpython_perf.distro import deb_build, deb_reproducibility
+
+needs_dpkg_deb = pytest.mark.skipif(not shutil.which("dpkg-deb"), reason="dpkg-deb is not installed")
+
+
+def test_build_b_varies_what_reprotest_varies():
+    b = deb_reproducibility.variation()
+    env = dict(b.env)
+    assert b.src_dir != deb_build.AS_BUILT.src_dir and b.src_dir.endswith("/src")
+    assert env["TZ"] == "Etc/GMT-14" and env["LC_ALL"] == "C.UTF-8" and env["HOME"].startswith("/nonexistent/")
+    assert env["PATH"].endswith(":/i_capture_the_path")
+    assert ("--cpuset-cpus", "0") == b.docker_options[-2:] and "--hostname" in b.docker_options
+    assert "--cpuset-cpus" not in deb_reproducibility.variation(same_cpus=True).docker_options
+    # umask set by the shell, then the wrapper (setarch), then dpkg-buildpackage itself
+    assert b.command(["dpkg-buildpackage", "-b"]) == [
+        "sh", "-c", "umask 0002 && exec setarch --uname-2.6 dpkg-buildpackage -b"]
+    assert deb_build.AS_BUILT.command(["dpkg-buildpackage", "-b"]) == ["dpkg-buildpackage", "-b"]
+
+
+def test_docker_run_takes_the_conditions_options():
+    cmd = deb_build.docker_run_command("img", ["true"], options=("--hostname", "h"))
+    assert cmd[:5] == ["docker", "run", "--rm", "--hostname", "h"] and cmd[-2:] == ["img", "true"]
+
+
+def _deb(root: Path, name: str, files: dict[str, bytes], mtime: int = 1_700_000_000, mode: int = 0o644) -> str:
+    tree = root / f"tree-{name}"
+    (tree / "DEBIAN").mkdir(parents=True)
+    (tree / "DEBIAN" / "control").write_text(f"Package: {name}\nVersion: 1\nArchitecture: all\n"
+                                             "Maintainer: x <x@example.org>\nDescription: test\n")
+    for rel, data in files.items():
+        path = tree / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        path.chmod(mode)
+    for dirpath, dirs, names in os.walk(tree):
+        for entry in [*dirs, *names, "."]:
+            os.utime(Path(dirpath, entry), (mtime, mtime))
+    deb = f"{name}_1_all.deb"
+    subprocess.run(["dpkg-deb", "--root-owner-group", "-Zxz", "-b", str(tree), str(root / deb)],
+                   check=True, capture_output=True, env={**os.environ, "SOURCE_DATE_EPOCH": str(mtime)})
+    shutil.rmtree(tree)
+    return deb
+
+
+@needs_dpkg_deb
+def test_identical_packages_are_identical(tmp_path):
+    for side in ("a", "b"):
+        (tmp_path / side).mkdir()
+        _deb(tmp_path / side, "pkg", {"usr/lib/x.so": b"same"})
+    got = deb_reproducibility.compare_packages(tmp_path / "a", tmp_path / "b", ["pkg_1_all.deb"],
+                                               ["pkg_1_all.deb"], tmp_path / "trees")
+    assert got["differences"] == [] and got["packages"]["pkg_1_all.deb"]["identical"]
+
+
+@needs_dpkg_deb
+def test_differences_are_named_by_package_and_path(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    _deb(tmp_path / "a", "pkg", {"usr/lib/x.so": b"one", "usr/share/doc/pkg/changelog": b"c"})
+    _deb(tmp_path / "b", "pkg", {"usr/lib/x.so": b"two", "usr/share/doc/pkg/changelog": b"c"}, mtime=1_700_000_001)
+    _deb(tmp_path / "a", "extra", {"x": b"x"})
+    got = deb_reproducibility.compare_packages(tmp_path / "a", tmp_path / "b", ["extra_1_all.deb", "pkg_1_all.deb"],
+                                               ["pkg_1_all.deb"], tmp_path / "trees")
+    by_path = {d["path"]: d["what"] for d in got["differences"]}
+    assert by_path["extra_1_all.deb"] == ["only in a"]
+    assert by_path["pkg_1_all.deb/usr/lib/x.so"] == ["contents", "mtime"]
+    assert by_path["pkg_1_all.deb/usr/share/doc/pkg/changelog"] == ["mtime"]
+    assert not got["packages"]["pkg_1_all.deb"]["identical"]
+    # the trees stay for diffoscope, rooted where the paths say
+    assert (tmp_path / "trees" / "a" / "pkg_1_all.deb" / "usr/lib/x.so").read_bytes() == b"one"
