@@ -7,6 +7,10 @@ runs perf record itself takes the host's sampling event from
 $CPYTHON_PERF_EVENT and, for dwarf call graphs, the cell's dump size from
 $CPYTHON_PERF_DWARF_STACK (the runner sets both).  Header lines:
   # requires: perf perf_jit   the backends the cell's interpreter must offer for it to run
+  # records: perf            the script runs perf record itself: perf cannot sample a
+                              program under qemu-user, so on a foreign-arch cell it is
+                              skipped with that reason (the guest records the seed chain
+                              and the shapes there)
   # emulated-reproduction: no a timing-dependent reproducer that does not
                               reproduce under qemu-user: on a foreign-arch
                               vanilla twin it is skipped with that reason
@@ -29,6 +33,7 @@ import pytest
 from conftest import check_script_fixes, not_applicable, target_check_gate
 
 CANNOT_CHECK = 2
+RECORDS_PERF = re.compile(r"^#\s*records:\s*perf\b", re.M)
 
 
 def test_check_script(cell_check, runner_for, record_property, target_facts):
@@ -36,6 +41,10 @@ def test_check_script(cell_check, runner_for, record_property, target_facts):
     if cell.vanilla and cell.foreign and re.search(r"^#\s*emulated-reproduction:\s*no\b", script.read_text(), re.M):
         not_applicable("foreign", f"{script.name} is timing dependent and does not reproduce its defect under qemu-user "
                     f"(its header says so); it is proven on the x86_64 vanilla twin")
+    if cell.foreign and RECORDS_PERF.search(script.read_text()):
+        not_applicable("foreign", f"{script.name} records with perf itself, and perf cannot sample a program under "
+                       f"qemu-user; on {cell.name} the qemu-system guest records the seed chain and the shape "
+                       "catalogue (test_seed_chain, test_catalogue_shapes), and the script runs on the x86_64 cells")
     target_check_gate(cell, script, target_facts, record_property)   # an external target (--image/--python): see conftest
     runner = runner_for(cell)
     result = runner.run([runner.python, f"/src/{script.name}"], timeout=1200)

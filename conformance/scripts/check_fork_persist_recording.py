@@ -1,4 +1,5 @@
 # requires: perf
+# records: perf
 """With persist-after-fork, perf names a forked child's own functions, not the parent's.
 
 The child keeps its parent's trampolines and hands out the arena slots that

@@ -1,5 +1,6 @@
 # requires: perf
 # fixes: patches/3.13/0020
+# records: perf
 """Every __init__ called by instantiating a class has its own py:: frame in a perf recording.
 
 From 3.12 the interpreter specializes `Obj(...)` for a Python class as

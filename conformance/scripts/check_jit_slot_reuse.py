@@ -1,5 +1,6 @@
 # requires: perf_jit
 # fixes: patches/3.13/0019
+# records: perf
 """The jitdump backend reuses the trampoline slots of freed code objects, and perf names a reused slot by its new function.
 
 A program that keeps creating code objects (exec, templates) would otherwise
