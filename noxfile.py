@@ -66,6 +66,17 @@ def _driver(session, *args):
     session.run("python", "-m", "cpython_perf", *args, external=False)
 
 
+def _driver_session(name: str, doc: str, *args: str) -> None:
+    """Declare session `name` (not run by default): one driver command, `python -m cpython_perf ARGS`, with the
+    session's own arguments after them."""
+    def run(session):
+        _install(session)
+        _driver(session, *args, *session.posargs)
+
+    run.__doc__ = doc
+    nox.session(name=name, default=False)(run)
+
+
 def _pytest(session, *args):
     session.run("python", "-m", "pytest", *args, *session.posargs)
 
@@ -204,14 +215,10 @@ def _cell_sessions(cell):
     nox.session(name=f"build-{cell.name}", default=False)(build)
     nox.session(name=f"conformance-{cell.name}", default=False)(conformance)
     if not cell.foreign:
-        def reproducibility(session):
-            _install(session)
-            _driver(session, "reproducibility", cell.name, *session.posargs)
-
-        reproducibility.__doc__ = (f"Build cpython-perf:{cell.name} twice (its own build; then later, with another "
-                                   "umask, locale, time zone and CPU count) and compare /opt/cpython with diffoscope "
-                                   "(results/reproducibility/; two builds, minutes each).")
-        nox.session(name=f"reproducibility-{cell.name}", default=False)(reproducibility)
+        _driver_session(f"reproducibility-{cell.name}",
+                        f"Build cpython-perf:{cell.name} twice (its own build; then later, with another umask, locale, "
+                        "time zone and CPU count) and compare /opt/cpython with diffoscope (results/reproducibility/; "
+                        "two builds, minutes each).", "reproducibility", cell.name)
 
 
 @nox.session(default=False)
@@ -286,14 +293,10 @@ def _deb_session(lane):
                    f"({', '.join(lane.modes)}).")
     nox.session(name=lane.session, default=False)(run)
 
-    def reproducibility(session):
-        _install(session)
-        _driver(session, "deb-reproducibility", lane.name, *session.posargs)
-
-    reproducibility.__doc__ = (f"Build the {lane.name} lane's packages twice (as `deb` builds them; then later, "
-                               "varied as reprotest varies a build) and compare the .debs "
-                               "(results/deb-reproducibility/; two Debian builds, about an hour).")
-    nox.session(name=f"deb-reproducibility-{lane.name}", default=False)(reproducibility)
+    _driver_session(f"deb-reproducibility-{lane.name}",
+                    f"Build the {lane.name} lane's packages twice (as `deb` builds them; then later, varied as "
+                    "reprotest varies a build) and compare the .debs (results/deb-reproducibility/; two Debian "
+                    "builds, about an hour).", "deb-reproducibility", lane.name)
 
 
 for _lane in MATRIX.distros.values():

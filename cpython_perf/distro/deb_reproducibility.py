@@ -5,10 +5,16 @@
   a  the lane's packages as `deb LANE` builds them (Debian's rules, the series appended; the cache's packages
      when its inputs are current, built otherwise);
   b  the same inputs built again, later, in a fresh container under what reprotest varies by default
-     (VARIATION): another build path, umask 0002, another locale, LANGUAGE and time zone, another HOME, PATH
-     with one more directory, an extra environment variable, another host and domain name, the kernel version
-     uname reports (setarch --uname-2.6) and one CPU (the container on CPU 0, DEB_BUILD_OPTIONS parallel=1;
-     --same-cpus keeps a's).
+     (VARIATION): umask 0002, another locale, LANGUAGE and time zone, another HOME, PATH with one more
+     directory, an extra environment variable, another host and domain name, the kernel version uname reports
+     (setarch --uname-2.6) and one CPU (the container on CPU 0, DEB_BUILD_OPTIONS parallel=1; --same-cpus
+     keeps a's); with --other-build-path another build directory too.
+
+The build directory is an input, as for the cell images (cpython_perf/build/reproducibility.py): CPython
+records it (sysconfig's abs_builddir and the installed Makefile), and the objects `dtrace -G` compiles for the
+SystemTap probes name it in their debug information, since dtrace compiles them without the build's
+-ffile-prefix-map; the build IDs cover that debug information.  The lanes always build in /w/src.  What
+--other-build-path changes is reported with those reasons (BUILD_PATH_DIFFERENCES).
 
 Not varied, and why: the file order of the build tree (reprotest's disorderfs needs FUSE in the container),
 address space randomisation (Docker's default seccomp profile refuses personality(ADDR_NO_RANDOMIZE)), the
@@ -18,25 +24,26 @@ not in the build image).
 Each .deb of a is compared with b's of the same name by sha256: the same is "identical".  A pair that differs
 is unpacked (dpkg-deb -R: the data and the control members), every path whose contents, mode, owner, link
 target or modification time differ is listed in results/deb-reproducibility/<lane>/summary.json, and
-diffoscope explains the files (diffoscope.txt).  The check exits 1 on any difference: Debian's build of these
-source packages is reproducible (its reproducible-builds results), so a difference is the series' or this
-project's to fix.  The scratch trees and b's packages are removed afterwards; a's stay in the lane's cache.
+diffoscope explains the files (diffoscope.txt).  The check exits 1 on a difference without a known reason (with
+--other-build-path, the build directory's, above).  The scratch trees and b's packages are removed afterwards;
+a's stay in the lane's cache.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import subprocess
 import tempfile
 import time
+import fnmatch
 from pathlib import Path
 
 from .. import host
 from ..build import reproducibility
 from ..errors import RuntimeFailure
 from ..matrix import PROJECT_ROOT, DistroLane, Matrix
+from ..source import sources
 from .deb_build import BuildConditions, DebOptions, LaneRun, build_environment, default_cache_root
 
 RESULTS_ROOT = PROJECT_ROOT / "results" / "deb-reproducibility"
@@ -47,29 +54,41 @@ VARIED_ENV = (("CAPTURE_ENVIRONMENT", "i_capture_the_environment"),
               ("PATH", CONTAINER_PATH + ":/i_capture_the_path"),
               ("LANG", "C.UTF-8"), ("LC_ALL", "C.UTF-8"), ("LANGUAGE", "fr_CH:fr"),
               ("TZ", "Etc/GMT-14"))
+OTHER_BUILD_PATH = "cpython-perf-reprotest/other-build-path/src"   # build_path (under /w)
 VARIATION = BuildConditions(
-    src_dir="cpython-perf-reprotest/other-build-path/src",       # build_path
     env=VARIED_ENV,
     umask="0002",                                                # umask (a: the container's 0022)
     docker_options=("--hostname", "i-capture-the-hostname",      # domain_host
                     "--domainname", "i-capture-the-domainname"),
     wrapper=("setarch", "--uname-2.6"))                          # kernel
 ONE_CPU = ("--cpuset-cpus", "0")                                 # num_cpus
+# What another build directory changes (--other-build-path), as measured on bookworm-3.11: fnmatch patterns of
+# "<package>.deb/<path in the package>", each with its reason.  A difference not listed fails the check.
+_DEBUG_INFO = ("the objects dtrace -G compiles for the SystemTap probes name the build directory in their "
+               "debug information (DW_AT_comp_dir: dtrace compiles them without the build's -ffile-prefix-map)")
+BUILD_PATH_DIFFERENCES: dict[str, str] = {
+    "*.deb/usr/lib/python3.*/_sysconfigdata_*.py":
+        "sysconfig records the build directory (abs_builddir, abs_srcdir, RUNSHARED and the paths made from them)",
+    "*.deb/usr/lib/python3.*/config-3.*/Makefile": "the installed Makefile records the build directory",
+    "*.deb/usr/lib/debug/.build-id/*": f"debug files are named by build ID, which covers the debug information: {_DEBUG_INFO}",
+    "*.deb/usr/bin/python3.*": f"the build ID and .gnu_debuglink cover the debug information: {_DEBUG_INFO}",
+    "*.deb/usr/lib/*/libpython3.*.so.*": f"the build ID and .gnu_debuglink cover the debug information: {_DEBUG_INFO}",
+    "*.deb/usr/lib/python3.*/config-3.*/libpython3.*.a": _DEBUG_INFO,
+    "*-dbg_*.deb/DEBIAN/control": "Build-Ids: the build IDs above",
+    "*.deb/DEBIAN/md5sums": "the checksums of the package's files, some of which differ (above)",
+}
 
 
-def variation(same_cpus: bool = False) -> BuildConditions:
-    if same_cpus:
-        return VARIATION
-    return BuildConditions(VARIATION.src_dir, VARIATION.env, VARIATION.umask,
-                           VARIATION.docker_options + ONE_CPU, VARIATION.wrapper)
+def variation(same_cpus: bool = False, other_build_path: bool = False) -> BuildConditions:
+    return BuildConditions(OTHER_BUILD_PATH if other_build_path else VARIATION.src_dir, VARIATION.env,
+                           VARIATION.umask, VARIATION.docker_options + (() if same_cpus else ONE_CPU),
+                           VARIATION.wrapper)
 
 
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+def known_reason(path: str, other_build_path: bool) -> str | None:
+    if not other_build_path:
+        return None
+    return next((why for pattern, why in BUILD_PATH_DIFFERENCES.items() if fnmatch.fnmatchcase(path, pattern)), None)
 
 
 def unpack_deb(deb: Path, dest: Path) -> None:
@@ -89,7 +108,7 @@ def compare_packages(a: Path, b: Path, a_debs: list[str], b_debs: list[str], scr
             differences.append({"path": name, "what": ["only in " + ("b" if name not in a_debs else "a")]})
             packages[name] = {"identical": False}
             continue
-        sha = {"a": sha256_file(a / name), "b": sha256_file(b / name)}
+        sha = {"a": sources.sha256_of(a / name), "b": sources.sha256_of(b / name)}
         packages[name] = {"sha256": sha, "identical": sha["a"] == sha["b"]}
         if sha["a"] == sha["b"]:
             continue
@@ -106,14 +125,16 @@ def compare_packages(a: Path, b: Path, a_debs: list[str], b_debs: list[str], scr
     return {"packages": packages, "differences": differences}
 
 
-def run(lane: DistroLane, matrix: Matrix, log=print, out: Path | None = None, same_cpus: bool = False) -> dict:
-    """Build lane twice (a: as `deb` builds it; b: VARIATION), compare their .debs; return (and write) the summary."""
+def run(lane: DistroLane, matrix: Matrix, log=print, out: Path | None = None, same_cpus: bool = False,
+        other_build_path: bool = False) -> dict:
+    """Build lane twice (a: as `deb` builds it; b: VARIATION), compare their .debs; return (and write) the summary
+    ("unexplained": the differing paths without a known reason)."""
     out = Path(out or RESULTS_ROOT / lane.name)
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
     host.ensure_commands({"dpkg-deb": "dpkg"}, log)
-    conditions = variation(same_cpus)
+    conditions = variation(same_cpus, other_build_path)
     env_b = build_environment(DebOptions(jobs=1 if not same_cpus else DebOptions().jobs), matrix)
     summary: dict = {"lane": lane.name, "package_version": lane.package_version, "seconds": {}, "variation": {
         "a": "the lane's own build (`deb`; the cache's packages when its inputs are current)",
@@ -143,8 +164,11 @@ def run(lane: DistroLane, matrix: Matrix, log=print, out: Path | None = None, sa
         summary["seconds"]["b"] = round(time.monotonic() - started, 1)
         shutil.copy2(scratch / "b-packages" / "build.log", out / "build-b.log")
         result = compare_packages(a_dir, scratch / "b-packages", a_done["debs"], b_done["debs"], scratch / "trees")
+        for d in result["differences"]:
+            d["reason"] = known_reason(d["path"], other_build_path)
         summary.update(result)
         summary["identical"] = not result["differences"]
+        summary["unexplained"] = [d["path"] for d in result["differences"] if not d["reason"]]
         if result["differences"]:
             host.ensure_commands({"diffoscope": "diffoscope-minimal"}, log)
             report = out / "diffoscope.txt"
@@ -158,7 +182,9 @@ def run(lane: DistroLane, matrix: Matrix, log=print, out: Path | None = None, sa
     (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     same = sum(1 for p in summary["packages"].values() if p["identical"])
     log(f"{lane.name}: {same} of {len(summary['packages'])} packages identical"
-        + ("" if summary["identical"] else f"; {len(summary['differences'])} paths differ") + f" ({out / 'summary.json'})")
+        + ("" if summary["identical"] else f"; {len(summary['differences'])} paths differ, "
+                                            f"{len(summary['unexplained'])} without a known reason")
+        + f" ({out / 'summary.json'})")
     for d in summary["differences"]:
-        log(f"  {d['path']}: {', '.join(d['what'])}")
+        log(f"  {d['path']}: {', '.join(d['what'])}" + (f" -- {d['reason']}" if d["reason"] else ""))
     return summary

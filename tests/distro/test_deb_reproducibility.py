@@ -18,7 +18,10 @@ needs_dpkg_deb = pytest.mark.skipif(not shutil.which("dpkg-deb"), reason="dpkg-d
 def test_build_b_varies_what_reprotest_varies():
     b = deb_reproducibility.variation()
     env = dict(b.env)
-    assert b.src_dir != deb_build.AS_BUILT.src_dir and b.src_dir.endswith("/src")
+    # the build directory is an input: varied only when asked
+    assert b.src_dir == deb_build.AS_BUILT.src_dir
+    other = deb_reproducibility.variation(other_build_path=True).src_dir
+    assert other != deb_build.AS_BUILT.src_dir and other.endswith("/src")
     assert env["TZ"] == "Etc/GMT-14" and env["LC_ALL"] == "C.UTF-8" and env["HOME"].startswith("/nonexistent/")
     assert env["PATH"].endswith(":/i_capture_the_path")
     assert ("--cpuset-cpus", "0") == b.docker_options[-2:] and "--hostname" in b.docker_options
@@ -80,3 +83,19 @@ def test_differences_are_named_by_package_and_path(tmp_path):
     assert not got["packages"]["pkg_1_all.deb"]["identical"]
     # the trees stay for diffoscope, rooted where the paths say
     assert (tmp_path / "trees" / "a" / "pkg_1_all.deb" / "usr/lib/x.so").read_bytes() == b"one"
+
+
+def test_build_path_differences_have_reasons_only_when_the_path_was_varied():
+    known = deb_reproducibility.known_reason
+    for path in ("libpython3.11-minimal_3.11.2-6+deb12u8+perf1_amd64.deb/usr/lib/python3.11/"
+                 "_sysconfigdata__x86_64-linux-gnu.py",
+                 "python3.11-minimal_3.11.2-6+deb12u8+perf1_amd64.deb/usr/bin/python3.11",
+                 "libpython3.11_3.11.2-6+deb12u8+perf1_amd64.deb/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0",
+                 "python3.11-dbg_3.11.2-6+deb12u8+perf1_amd64.deb/usr/lib/debug/.build-id/09/f2.debug",
+                 "python3.11-dbg_3.11.2-6+deb12u8+perf1_amd64.deb/DEBIAN/control"):
+        assert known(path, other_build_path=True), path
+        assert known(path, other_build_path=False) is None, path
+    # the documentation's differences are not the build directory's
+    assert known("python3.11-doc_3.11.2-6+deb12u8+perf1_all.deb/usr/share/doc/python3.11/html/searchindex.js",
+                 other_build_path=True) is None
+    assert known("python3.11-doc_3.11.2-6+deb12u8+perf1_all.deb/DEBIAN/control", other_build_path=True) is None
