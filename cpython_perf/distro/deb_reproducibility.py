@@ -145,21 +145,24 @@ def run(lane: DistroLane, matrix: Matrix, log=print, out: Path | None = None, sa
                        "aslr": "Docker's default seccomp profile refuses personality(ADDR_NO_RANDOMIZE)",
                        "user_group": "both builds run as root, as the lane's do",
                        "time": "no faketime in the build image: b is built later instead"}}}
-    started = time.monotonic()
-    log(f"== build a: {lane.name} as `deb` builds it")
-    a_run = LaneRun(lane, matrix, DebOptions(checks=False, lintian=False), log=log)
-    a_summary = a_run.run()
-    summary["seconds"]["a"] = round(time.monotonic() - started, 1)
-    summary["a_build_seconds"] = a_summary.get("build_seconds")
-    a_dir = Path(a_summary["packages_dir"])
-    a_done = json.loads((a_dir / "DONE").read_text())
     default_cache_root().mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=f"cpython-perf-deb-repro-{lane.name}-", dir=default_cache_root()))
     try:
+        # both builds keep their logs and summaries out of results/deb/<lane>/, which stays the lane's last `deb` run
+        started = time.monotonic()
+        log(f"== build a: {lane.name} as `deb` builds it")
+        a_run = LaneRun(lane, matrix, DebOptions(checks=False, lintian=False), log=log,
+                        results_root=scratch / "results-a")
+        a_summary = a_run.run()
+        summary["seconds"]["a"] = round(time.monotonic() - started, 1)
+        summary["a_build_seconds"] = a_summary.get("build_seconds")
+        a_dir = Path(a_summary["packages_dir"])
+        a_done = json.loads((a_dir / "DONE").read_text())
+        shutil.copy2(a_dir / "build.log", out / "build-a.log")
         started = time.monotonic()
         log(f"== build b: {lane.name} again, varied ({json.dumps(summary['variation']['b'])})")
         b_run = LaneRun(lane, matrix, DebOptions(checks=False, lintian=False), log=log,
-                        results_root=scratch / "results")
+                        results_root=scratch / "results-b")
         b_done = b_run.build_elsewhere(scratch / "b-packages", conditions, env_b)
         summary["seconds"]["b"] = round(time.monotonic() - started, 1)
         shutil.copy2(scratch / "b-packages" / "build.log", out / "build-b.log")
