@@ -22,9 +22,10 @@ user and group (both builds run as root, as the lane's do) and the clock (b is s
 not in the build image).
 
 Each .deb of a is compared with b's of the same name by sha256: the same is "identical".  A pair that differs
-is unpacked (dpkg-deb -R: the data and the control members), every path whose contents, mode, owner, link
-target or modification time differ is listed in results/deb-reproducibility/<lane>/summary.json, and
-diffoscope explains the files (diffoscope.txt).  The check exits 1 on a difference without a known reason (with
+is read member by member as the archive stores it (the data and the control members; an unpacked tree would
+show the unpacking's own times on its top directory and on directories holding symbolic links), every path
+whose contents, mode, owner, link target or modification time differ is listed in
+results/deb-reproducibility/<lane>/summary.json, and diffoscope explains the files (diffoscope.txt).  The check exits 1 on a difference without a known reason (with
 --other-build-path, the build directory's, above).  The scratch trees and b's packages are removed afterwards;
 a's stay in the lane's cache.
 """
@@ -37,6 +38,7 @@ import subprocess
 import tempfile
 import time
 import fnmatch
+import hashlib
 from pathlib import Path
 
 from .. import host
@@ -98,6 +100,41 @@ def unpack_deb(deb: Path, dest: Path) -> None:
         raise RuntimeFailure(f"dpkg-deb -R {deb} failed: {proc.stderr.strip()[-1000:]}")
 
 
+def _member_entries(tar_bytes: bytes, prefix: str = "") -> dict[str, reproducibility.Entry]:
+    """Each member of a package's tar member as stored: its kind, mode, owner, time and content digest."""
+    import io
+    import tarfile
+
+    entries = {}
+    with tarfile.open(fileobj=io.BytesIO(tar_bytes), mode="r:") as tar:
+        for member in tar:
+            path = prefix + (member.name[2:] if member.name.startswith("./") else member.name).rstrip("/")
+            if member.isdir():
+                kind, digest = "dir", ""
+            elif member.issym() or member.islnk():
+                kind, digest = ("symlink" if member.issym() else "hardlink"), member.linkname
+            else:
+                kind, digest = "file", hashlib.sha256(tar.extractfile(member).read()).hexdigest()
+            entries[path or "."] = reproducibility.Entry(kind, member.mode & 0o7777, f"{member.uid}:{member.gid}",
+                                                         int(member.mtime), digest)
+    return entries
+
+
+def archive_listing(deb: Path) -> dict[str, reproducibility.Entry]:
+    """The package's members as dpkg-deb stored them (the data member's paths, the control member's under
+    DEBIAN/), read from the archive itself: an unpacked tree would show the unpacking's own directory times."""
+    listing = {}
+    for option, prefix in (("--fsys-tarfile", ""), ("--ctrl-tarfile", "DEBIAN/")):
+        proc = subprocess.run(["dpkg-deb", option, str(deb)], capture_output=True)
+        if proc.returncode != 0:
+            raise RuntimeFailure(f"dpkg-deb {option} {deb} failed: {proc.stderr.decode(errors='replace')[-1000:]}")
+        entries = _member_entries(proc.stdout, prefix)
+        if prefix:
+            entries.pop(prefix + ".", None)
+        listing.update(entries)
+    return listing
+
+
 def compare_packages(a: Path, b: Path, a_debs: list[str], b_debs: list[str], scratch: Path) -> dict:
     """Each .deb of a against b's of the same name -> {"packages": {name: sha256s and verdict},
     "differences": [{"path": "<deb>/<path in the package>", "what": [...]}, ...]}; differing packages are left
@@ -112,11 +149,10 @@ def compare_packages(a: Path, b: Path, a_debs: list[str], b_debs: list[str], scr
         packages[name] = {"sha256": sha, "identical": sha["a"] == sha["b"]}
         if sha["a"] == sha["b"]:
             continue
-        for which, root in (("a", a), ("b", b)):
+        for which, root in (("a", a), ("b", b)):   # for diffoscope
             (scratch / which).mkdir(parents=True, exist_ok=True)
             unpack_deb(root / name, scratch / which / name)
-        inside = reproducibility.compare(reproducibility.listing(scratch / "a" / name),
-                                         reproducibility.listing(scratch / "b" / name))
+        inside = reproducibility.compare(archive_listing(a / name), archive_listing(b / name))
         for d in inside:
             d["path"] = f"{name}/{d['path']}"
         if not inside:   # the same members, another ar container (member times, order)

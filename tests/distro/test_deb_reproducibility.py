@@ -99,3 +99,31 @@ def test_build_path_differences_have_reasons_only_when_the_path_was_varied():
     assert known("python3.11-doc_3.11.2-6+deb12u8+perf1_all.deb/usr/share/doc/python3.11/html/searchindex.js",
                  other_build_path=True) is None
     assert known("python3.11-doc_3.11.2-6+deb12u8+perf1_all.deb/DEBIAN/control", other_build_path=True) is None
+
+
+@needs_dpkg_deb
+def test_members_are_compared_as_stored_not_as_unpacked(tmp_path):
+    """The same members in another container (here another compression) are "archive container", nothing else:
+    the unpacked trees' directory times (the top directory, directories holding symbolic links) are the
+    unpacking's, not the package's."""
+    for side, compression in (("a", "-Zxz"), ("b", "-Zgzip")):
+        root = tmp_path / side
+        tree = root / "tree"
+        (tree / "DEBIAN").mkdir(parents=True)
+        (tree / "DEBIAN" / "control").write_text("Package: doc\nVersion: 1\nArchitecture: all\n"
+                                                 "Maintainer: x <x@example.org>\nDescription: test\n")
+        (tree / "usr/share/doc/doc/html").mkdir(parents=True)
+        (tree / "usr/share/doc/doc/html/index.html").write_text("<p>x</p>\n")
+        (tree / "usr/share/doc/doc/html/jquery.js").symlink_to("/usr/share/javascript/jquery/jquery.js")
+        for dirpath, dirs, names in os.walk(tree):
+            for entry in [*dirs, *names, "."]:
+                os.utime(Path(dirpath, entry), (1_700_000_000, 1_700_000_000), follow_symlinks=False)
+        subprocess.run(["dpkg-deb", "--root-owner-group", compression, "-b", str(tree), str(root / "doc_1_all.deb")],
+                       check=True, capture_output=True, env={**os.environ, "SOURCE_DATE_EPOCH": "1700000000"})
+    listing = deb_reproducibility.archive_listing(tmp_path / "a" / "doc_1_all.deb")
+    assert listing["usr/share/doc/doc/html"].mtime == 1_700_000_000
+    assert listing["usr/share/doc/doc/html/jquery.js"].kind == "symlink"
+    assert listing["DEBIAN/control"].kind == "file" and "DEBIAN/." not in listing
+    got = deb_reproducibility.compare_packages(tmp_path / "a", tmp_path / "b", ["doc_1_all.deb"], ["doc_1_all.deb"],
+                                               tmp_path / "trees")
+    assert got["differences"] == [{"path": "doc_1_all.deb", "what": ["archive container"]}]
