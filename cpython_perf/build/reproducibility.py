@@ -232,9 +232,29 @@ def remove_own_images(client, tags: list[str], existing: set[str]) -> list[str]:
     return removed
 
 
+def reason_for(path: str, reasons: dict[str, str]) -> str | None:
+    """The reason of the first fnmatch pattern of reasons that path matches (None: no known reason)."""
+    return next((why for pattern, why in reasons.items() if fnmatch.fnmatchcase(path, pattern)), None)
+
+
 def known_reason(path: str, other_build_path: bool = False) -> str | None:
-    known = {**KNOWN_DIFFERENCES, **(BUILD_PATH_DIFFERENCES if other_build_path else {})}
-    return next((why for pattern, why in known.items() if fnmatch.fnmatchcase(path, pattern)), None)
+    return reason_for(path, {**KNOWN_DIFFERENCES, **(BUILD_PATH_DIFFERENCES if other_build_path else {})})
+
+
+def explain_with_diffoscope(a: Path, b: Path, differences: list[dict], out: Path, log) -> dict:
+    """diffoscope (installed where the driver may) on the differing files under a/ and b/, its report in
+    out/diffoscope.txt -> the summary's "diffoscope" entry: the report's path and the files it shows."""
+    host.ensure_commands({"diffoscope": "diffoscope-minimal"}, log)
+    report = out / "diffoscope.txt"
+    log(f"diffoscope on the files that differ (report: {report})")
+    shown = diffoscope_report(a, b, differences, report)
+    return {"report": str(report.relative_to(PROJECT_ROOT)) if report.is_relative_to(PROJECT_ROOT) else str(report),
+            "files": shown}
+
+
+def log_differences(differences: list[dict], log) -> None:
+    for d in differences:
+        log(f"  {d['path']}: {', '.join(d['what'])}" + (f" -- {d['reason']}" if d["reason"] else ""))
 
 
 def run(cell, matrix, log=print, out: Path | None = None, keep: bool = False, other_build_path: bool = False) -> dict:
@@ -281,12 +301,7 @@ def run(cell, matrix, log=print, out: Path | None = None, keep: bool = False, ot
         summary["differences"] = differences
         summary["unexplained"] = [d["path"] for d in differences if not d["reason"]]
         if differences:
-            host.ensure_commands({"diffoscope": "diffoscope-minimal"}, log)
-            report = out / "diffoscope.txt"
-            log(f"diffoscope on the files that differ (report: {report})")
-            shown = diffoscope_report(trees["a"], trees["b"], differences, report)
-            summary["diffoscope"] = {"report": str(report.relative_to(PROJECT_ROOT))
-                                     if report.is_relative_to(PROJECT_ROOT) else str(report), "files": shown}
+            summary["diffoscope"] = explain_with_diffoscope(trees["a"], trees["b"], differences, out, log)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
         if not keep:
@@ -295,6 +310,5 @@ def run(cell, matrix, log=print, out: Path | None = None, keep: bool = False, ot
     verdict = "identical" if summary["identical"] else (
         f"{len(summary['differences'])} paths differ, {len(summary['unexplained'])} without a known reason")
     log(f"{cell.name}: /opt/cpython of the two builds: {verdict} ({out / 'summary.json'})")
-    for d in summary["differences"]:
-        log(f"  {d['path']}: {', '.join(d['what'])}" + (f" -- {d['reason']}" if d["reason"] else ""))
+    log_differences(summary["differences"], log)
     return summary

@@ -104,8 +104,8 @@ def test_build_path_differences_have_reasons_only_when_the_path_was_varied():
 @needs_dpkg_deb
 def test_members_are_compared_as_stored_not_as_unpacked(tmp_path):
     """The same members in another container (here another compression) are "archive container", nothing else:
-    the unpacked trees' directory times (the top directory, directories holding symbolic links) are the
-    unpacking's, not the package's."""
+    the members are compared as stored, not as unpacked (an unpacked tree's top directory has the unpacking's
+    time)."""
     for side, compression in (("a", "-Zxz"), ("b", "-Zgzip")):
         root = tmp_path / side
         tree = root / "tree"
