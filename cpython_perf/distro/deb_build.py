@@ -18,7 +18,8 @@
   build     `dpkg-buildpackage -b -uc -us` with Debian's own debian/rules.  Default
             DEB_BUILD_OPTIONS="nocheck nopgo nolto parallel=N" and the fp variant's frame-pointer flags
             through DEB_CFLAGS_APPEND (dpkg-buildflags appends them to the CFLAGS every configuration of
-            Debian's rules is configured with: static, nopie, shared, debug, shared-debug).
+            Debian's rules is configured with: static, nopie, shared, debug, shared-debug), and
+            MAKEFLAGS=JOBS=1 so that the documentation is the same on every build (DOC_BUILD_MAKEFLAGS).
             --release-grade keeps the archive's own flags (PGO, LTO, the test suite) and adds nothing.
   lintian   `lintian` on the .changes in the same container, and on the archive's binary packages of the
             same source version (apt-get download in that container), tag sets compared with the
@@ -71,6 +72,13 @@ PERF_SUFFIX = "+perf1"
 # not have.
 SYMBOLS_VERSION_SUFFIX = "~"
 DEFAULT_BUILD_OPTIONS = ("nocheck", "nopgo", "nolto")
+# CPython's Doc/Makefile (3.10 and later) runs Sphinx with `-j $(JOBS)`, JOBS = auto.  Sphinx's parallel
+# reading merges the documents in the order the workers finish, so the html search index (`alltitles`), the
+# Texinfo tag table and the audit events table come out in another order on each build; one process reads
+# them in name order.  A variable in MAKEFLAGS is a command-line definition for every make below
+# dpkg-buildpackage, Debian's `$(MAKE) -C Doc html|texinfo` included; nothing else in the packages' builds
+# reads JOBS.
+DOC_BUILD_MAKEFLAGS = "JOBS=1"
 FRAME_POINTER_VARIANT = "fp"          # matrix.yaml variant whose cflags go into DEB_CFLAGS_APPEND
 BUILD_TOOLS = ("build-essential", "dpkg-dev", "devscripts", "fakeroot", "lintian", "quilt", "ca-certificates")
 RUNTIME_TOOLS = ("binutils", "procps", "ca-certificates", "gcc", "libc6-dev")   # cc: the suite's C checks
@@ -292,11 +300,13 @@ class DebOptions:
 
 
 def build_environment(options: DebOptions, matrix: Matrix) -> dict[str, str]:
-    """DEB_BUILD_OPTIONS (and the frame-pointer flags) of dpkg-buildpackage."""
+    """DEB_BUILD_OPTIONS of dpkg-buildpackage; by default also the frame-pointer flags and the documentation
+    built by one Sphinx process (DOC_BUILD_MAKEFLAGS).  --release-grade adds neither: the archive's build."""
     env = {"DEB_BUILD_OPTIONS": " ".join(
         ([] if options.release_grade else list(DEFAULT_BUILD_OPTIONS)) + [f"parallel={options.jobs}"])}
     if not options.release_grade:
         env["DEB_CFLAGS_APPEND"] = matrix.variants[FRAME_POINTER_VARIANT].cflags
+        env["MAKEFLAGS"] = DOC_BUILD_MAKEFLAGS
     return env
 
 

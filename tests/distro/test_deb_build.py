@@ -3,6 +3,7 @@ source package (series, changelog, symbols), lintian parsing, option parsing.  N
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from datetime import datetime, timezone
@@ -164,6 +165,7 @@ def test_build_environment_default_and_release_grade():
     env = deb_build.build_environment(deb_build.DebOptions(), MATRIX)
     assert env["DEB_BUILD_OPTIONS"] == "nocheck nopgo nolto parallel=2"
     assert env["DEB_CFLAGS_APPEND"] == "-fno-omit-frame-pointer -mno-omit-leaf-frame-pointer"
+    assert env["MAKEFLAGS"] == "JOBS=1"
     env = deb_build.build_environment(deb_build.DebOptions(release_grade=True, jobs=4), MATRIX)
     assert env == {"DEB_BUILD_OPTIONS": "parallel=4"}
     assert deb_build.dpkg_buildpackage_command() == ["dpkg-buildpackage", "-b", "-uc", "-us"]
@@ -388,3 +390,27 @@ def test_entry_date_is_the_later_of_debians_entry_and_the_series():
         datetime(2026, 6, 1, tzinfo=timezone.utc)
     with pytest.raises(DriverError, match="no dated entry"):
         deb_build.entry_date("python3.11 (1) x; urgency=low\n", ["no header"])
+
+
+DOC_MAKEFILE = """JOBS = auto
+html:
+\t@echo sphinx-build -j $(JOBS)
+"""
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="GNU make is not installed here")
+def test_the_documentation_is_read_by_one_sphinx_process(tmp_path):
+    """Debian's rules run `$(MAKE) -C Doc html` from a make that dpkg-buildpackage starts: the lane's MAKEFLAGS
+    must reach that sub-make and override Doc/Makefile's own `JOBS = auto`."""
+    (tmp_path / "Doc").mkdir()
+    (tmp_path / "Doc" / "Makefile").write_text(DOC_MAKEFILE)
+    (tmp_path / "rules").write_text("build:\n\t@$(MAKE) -s --no-print-directory -C Doc html\n")
+    env = {**os.environ, **deb_build.build_environment(deb_build.DebOptions(), MATRIX)}
+    run = subprocess.run(["make", "-s", "-f", "rules", "build"], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, check=True)
+    assert run.stdout.strip() == "sphinx-build -j 1", run.stdout + run.stderr
+    env = {**os.environ, **deb_build.build_environment(deb_build.DebOptions(release_grade=True), MATRIX)}
+    env.pop("MAKEFLAGS", None)
+    run = subprocess.run(["make", "-s", "-f", "rules", "build"], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, check=True)
+    assert run.stdout.strip() == "sphinx-build -j auto"
