@@ -19,7 +19,8 @@
             DEB_BUILD_OPTIONS="nocheck nopgo nolto parallel=N" and the fp variant's frame-pointer flags
             through DEB_CFLAGS_APPEND (dpkg-buildflags appends them to the CFLAGS every configuration of
             Debian's rules is configured with: static, nopie, shared, debug, shared-debug), and
-            MAKEFLAGS=JOBS=1 so that the documentation is the same on every build (DOC_BUILD_MAKEFLAGS).
+            MAKEFLAGS=JOBS=1 and PYTHONHASHSEED=0 so that the documentation is the same on every build
+            (DOC_BUILD_MAKEFLAGS, DOC_BUILD_HASH_SEED).
             --release-grade keeps the archive's own flags (PGO, LTO, the test suite) and adds nothing.
   lintian   `lintian` on the .changes in the same container, and on the archive's binary packages of the
             same source version (apt-get download in that container), tag sets compared with the
@@ -79,6 +80,10 @@ DEFAULT_BUILD_OPTIONS = ("nocheck", "nopgo", "nolto")
 # dpkg-buildpackage, Debian's `$(MAKE) -C Doc html|texinfo` included; nothing else in the packages' builds
 # reads JOBS.
 DOC_BUILD_MAKEFLAGS = "JOBS=1"
+# Even read by one process, Sphinx's Texinfo output depends on the interpreter's string hash seed: an
+# anchor of the index moves between two runs (random seed), and stays put with a fixed one.  Nothing else
+# in the packages differed between two builds with random seeds.
+DOC_BUILD_HASH_SEED = "0"
 FRAME_POINTER_VARIANT = "fp"          # matrix.yaml variant whose cflags go into DEB_CFLAGS_APPEND
 BUILD_TOOLS = ("build-essential", "dpkg-dev", "devscripts", "fakeroot", "lintian", "quilt", "ca-certificates")
 RUNTIME_TOOLS = ("binutils", "procps", "ca-certificates", "gcc", "libc6-dev")   # cc: the suite's C checks
@@ -301,12 +306,14 @@ class DebOptions:
 
 def build_environment(options: DebOptions, matrix: Matrix) -> dict[str, str]:
     """DEB_BUILD_OPTIONS of dpkg-buildpackage; by default also the frame-pointer flags and the documentation
-    built by one Sphinx process (DOC_BUILD_MAKEFLAGS).  --release-grade adds neither: the archive's build."""
+    built by one Sphinx process with a fixed hash seed (DOC_BUILD_MAKEFLAGS, DOC_BUILD_HASH_SEED).
+    --release-grade adds none of them: the archive's build."""
     env = {"DEB_BUILD_OPTIONS": " ".join(
         ([] if options.release_grade else list(DEFAULT_BUILD_OPTIONS)) + [f"parallel={options.jobs}"])}
     if not options.release_grade:
         env["DEB_CFLAGS_APPEND"] = matrix.variants[FRAME_POINTER_VARIANT].cflags
         env["MAKEFLAGS"] = DOC_BUILD_MAKEFLAGS
+        env["PYTHONHASHSEED"] = DOC_BUILD_HASH_SEED
     return env
 
 

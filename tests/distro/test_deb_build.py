@@ -165,7 +165,7 @@ def test_build_environment_default_and_release_grade():
     env = deb_build.build_environment(deb_build.DebOptions(), MATRIX)
     assert env["DEB_BUILD_OPTIONS"] == "nocheck nopgo nolto parallel=2"
     assert env["DEB_CFLAGS_APPEND"] == "-fno-omit-frame-pointer -mno-omit-leaf-frame-pointer"
-    assert env["MAKEFLAGS"] == "JOBS=1"
+    assert env["MAKEFLAGS"] == "JOBS=1" and env["PYTHONHASHSEED"] == "0"
     env = deb_build.build_environment(deb_build.DebOptions(release_grade=True, jobs=4), MATRIX)
     assert env == {"DEB_BUILD_OPTIONS": "parallel=4"}
     assert deb_build.dpkg_buildpackage_command() == ["dpkg-buildpackage", "-b", "-uc", "-us"]
