@@ -74,9 +74,8 @@ PERF_SUFFIX = "+perf1"
 SYMBOLS_VERSION_SUFFIX = "~"
 DEFAULT_BUILD_OPTIONS = ("nocheck", "nopgo", "nolto")
 # CPython's Doc/Makefile (3.10 and later) runs Sphinx with `-j $(JOBS)`, JOBS = auto.  Sphinx's parallel
-# reading merges the documents in the order the workers finish, so the html search index (`alltitles`), the
-# Texinfo tag table and the audit events table come out in another order on each build; one process reads
-# them in name order.  A variable in MAKEFLAGS is a command-line definition for every make below
+# reading merges what its workers collect in the order they finish: Sphinx 5.3's html search index
+# (`alltitles`) came out in another order on each build; one process reads the documents in name order.  A variable in MAKEFLAGS is a command-line definition for every make below
 # dpkg-buildpackage, Debian's `$(MAKE) -C Doc html|texinfo` included; nothing else in the packages' builds
 # reads JOBS.
 DOC_BUILD_MAKEFLAGS = "JOBS=1"
