@@ -75,9 +75,9 @@ SYMBOLS_VERSION_SUFFIX = "~"
 DEFAULT_BUILD_OPTIONS = ("nocheck", "nopgo", "nolto")
 # CPython's Doc/Makefile (3.10 and later) runs Sphinx with `-j $(JOBS)`, JOBS = auto.  Sphinx's parallel
 # reading merges what its workers collect in the order they finish: Sphinx 5.3's html search index
-# (`alltitles`) came out in another order on each build; one process reads the documents in name order.  A variable in MAKEFLAGS is a command-line definition for every make below
-# dpkg-buildpackage, Debian's `$(MAKE) -C Doc html|texinfo` included; nothing else in the packages' builds
-# reads JOBS.
+# (`alltitles`) came out in another order on each build; one process reads the documents in name order.
+# A variable in MAKEFLAGS is a command-line definition for every make below dpkg-buildpackage, Debian's
+# `$(MAKE) -C Doc html|texinfo` included; nothing else in the packages' builds reads JOBS.
 DOC_BUILD_MAKEFLAGS = "JOBS=1"
 # Even read by one process, Sphinx's Texinfo output depends on the interpreter's string hash seed: an
 # anchor of the index moves between two runs (random seed), and stays put with a fixed one.  Nothing else

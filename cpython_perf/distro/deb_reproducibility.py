@@ -26,8 +26,8 @@ is read member by member as the archive stores it (the data and the control memb
 unpacking's own times on their top directory and on four directories of bookworm-3.11's doc package), every path
 whose contents, mode, owner, link target or modification time differ is listed in
 results/deb-reproducibility/<lane>/summary.json, and diffoscope explains the files (diffoscope.txt).  The
-check exits 1 on a difference without a known reason (with --other-build-path, the build directory's, above).  The scratch trees and b's packages are removed afterwards;
-a's stay in the lane's cache.
+check exits 1 on a difference without a known reason (with --other-build-path, the build directory's, above).
+The scratch trees and b's packages are removed afterwards; a's stay in the lane's cache.
 """
 
 from __future__ import annotations
