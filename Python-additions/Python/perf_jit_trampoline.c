@@ -42,6 +42,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>                 // mmap()
+#include <sys/stat.h>                 // fstat()
 #include <sys/syscall.h>              // SYS_gettid
 #include <time.h>                     // clock_gettime()
 #include <unistd.h>                   // write(), getpid()
@@ -114,6 +115,8 @@ static struct {
     pid_t owner_pid;              // process that created the dump
     PyThread_type_lock lock;
     int stopped;                  // a write failed: the dump takes no more
+    dev_t dev;                    // the dump's file, to tell it from another
+    ino_t ino;                    // file given its descriptor's number later
 } jit_state = {.fd = -1};
 
 static uint64_t
@@ -352,14 +355,58 @@ build_unwind_info(uint8_t *out, uint32_t code_size, size_t *hdr_size)
 
 /* ---- backend callbacks ---- */
 
+/* Whether jit_state.fd still refers to the dump (its stat in *st).  A
+   process may close descriptors it did not open (a forked child before
+   exec() with os.closerange() or close_fds, a daemon detaching), and the
+   number may then be given to another file, which must never receive a
+   record, nor be closed by us. */
+static int
+fd_is_dump(struct stat *st)
+{
+    return fstat(jit_state.fd, st) == 0
+           && st->st_dev == jit_state.dev && st->st_ino == jit_state.ino;
+}
+
+/* The dump's descriptor was closed, or its number now names another file:
+   open the dump again by its name, to go on at its end (perf inject found it
+   by its mapping, which a close leaves in place).  The old number is left
+   alone: it may be another file's now.  Nothing is created: a dump that was
+   removed or replaced meanwhile takes no more.  Returns 0 with the dump's
+   stat in *st, or -1.  Called with the lock held. */
+static int
+reopen_dump(struct stat *st)
+{
+    char filename[100];
+    snprintf(filename, sizeof(filename), "/tmp/jit-%ld.dump",
+             (long)jit_state.owner_pid);
+    int fd = _PyPerf_ReopenOwnFile(filename, O_RDWR);
+    if (fd < 0) {
+        return -1;
+    }
+    if (fstat(fd, st) != 0 || st->st_dev != jit_state.dev
+        || st->st_ino != jit_state.ino
+        || lseek(fd, st->st_size, SEEK_SET) < 0)
+    {
+        close(fd);
+        return -1;
+    }
+    jit_state.fd = fd;
+    return 0;
+}
+
 /* A forked child's copy of its parent's dump: dropped without a
    JIT_CODE_CLOSE record (the dump is the parent's) and without touching the
    lock, which a parent thread may have held at fork() time (it is leaked on
-   purpose; the child's own dump gets a new one). */
+   purpose; the child's own dump gets a new one).  A descriptor that no
+   longer refers to the dump (its number went to another file) is left
+   alone. */
 static void
 drop_inherited_dump(void)
 {
-    close(jit_state.fd);
+    struct stat st;
+    if (fd_is_dump(&st)) {
+        close(jit_state.fd);
+    }
     jit_state.fd = -1;
     jit_state.lock = NULL;
     if (jit_state.marker != NULL) {
@@ -385,7 +432,8 @@ perf_map_jit_init(void)
     char filename[100];
     snprintf(filename, sizeof(filename), "/tmp/jit-%jd.dump", (intmax_t)pid);
     int fd = _PyPerf_OpenOwnFile(filename, O_RDWR);
-    if (fd < 0 || ftruncate(fd, 0) != 0) {
+    struct stat st;
+    if (fd < 0 || ftruncate(fd, 0) != 0 || fstat(fd, &st) != 0) {
         int err = errno;
         if (fd >= 0) {
             close(fd);
@@ -448,6 +496,8 @@ perf_map_jit_init(void)
     jit_state.code_index = 0;
     jit_state.stopped = 0;
     jit_state.owner_pid = pid;
+    jit_state.dev = st.st_dev;
+    jit_state.ino = st.st_ino;
     return &jit_state;
 }
 
@@ -476,7 +526,8 @@ perf_map_jit_write_entry(void *state, const void *code_addr,
                          unsigned int code_size, PyCodeObject *co)
 {
     if (jit_state.fd < 0 || jit_state.stopped) {
-        _PyPerf_EntryNotWritten();
+        // Counted as written: the code object takes the fast path from
+        // now on, as it would have.
         return;
     }
     PyObject *tofree1, *tofree2;
@@ -521,15 +572,18 @@ perf_map_jit_write_entry(void *state, const void *code_addr,
     cl->code_index = ++jit_state.code_index;
     ui->p.timestamp = monotonic_ns();
     cl->p.timestamp = monotonic_ns();
+    struct stat st;
+    if (!jit_state.stopped && !fd_is_dump(&st) && reopen_dump(&st) < 0) {
+        jit_state.stopped = 1;     // silently: the program closed it
+    }
     if (!jit_state.stopped) {
-        off_t end = lseek(jit_state.fd, 0, SEEK_CUR);
+        // Records are only ever appended: the dump's end is the end of its
+        // last complete record.
         if (write_all(jit_state.fd, buf, unwind_rec_size + load_rec_size) < 0) {
-            stop_dump(end, errno);
+            stop_dump((off_t)st.st_size, errno);
         }
     }
-    if (jit_state.stopped) {
-        _PyPerf_EntryNotWritten();
-    }
+    // A dump that takes no more counts the entry as written all the same.
     PyThread_release_lock(jit_state.lock);
     PyMem_RawFree(buf);
 done:
@@ -562,8 +616,13 @@ _PyPerfJit_CloseDump(void)
     PyThread_acquire_lock(jit_state.lock, WAIT_LOCK);
     jitdump_record rec = {JIT_CODE_CLOSE, sizeof(jitdump_record),
                           monotonic_ns()};
-    (void)write_all(jit_state.fd, &rec, sizeof(rec));
-    close(jit_state.fd);
+    struct stat st;
+    if (fd_is_dump(&st) || reopen_dump(&st) == 0) {
+        if (!jit_state.stopped) {
+            (void)write_all(jit_state.fd, &rec, sizeof(rec));
+        }
+        close(jit_state.fd);
+    }
     jit_state.fd = -1;
     PyThread_release_lock(jit_state.lock);
     if (jit_state.marker != NULL) {

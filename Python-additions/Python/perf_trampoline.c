@@ -126,8 +126,85 @@ _PyPerf_OpenOwnFile(const char *path, int flags)
 #endif
 }
 
+/* Open one of the profiler's files again by its name, after its descriptor
+   was closed or given to another file: never created, never followed
+   through a symbolic link, close-on-exec, and never on descriptor 0, 1 or
+   2 (the program may be about to give a standard stream a file of its own:
+   daemons close them and open more).  The caller checks that it is still
+   the same file.  Returns the descriptor, or -1 with errno set. */
+int
+_PyPerf_ReopenOwnFile(const char *path, int flags)
+{
+#ifndef MS_WINDOWS
+    int fd = open(path, flags | O_NOFOLLOW | O_CLOEXEC);
+#ifdef F_DUPFD_CLOEXEC
+    if (fd >= 0 && fd <= 2) {
+        int above = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        int err = errno;
+        close(fd);
+        errno = err;
+        fd = above;
+    }
+#endif
+    return fd;
+#else
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
 static PerfMapState perf_map_state;
 static long perf_map_pid = -1;    // process that opened perf_map_state
+#ifndef MS_WINDOWS
+static dev_t perf_map_dev;        // the map's file, to tell it from another
+static ino_t perf_map_ino;        // file given its descriptor's number later
+
+/* Whether st is the map's file. */
+static int
+perf_map_is_map(const struct stat *st)
+{
+    return st->st_dev == perf_map_dev && st->st_ino == perf_map_ino;
+}
+
+/* Whether the map's descriptor still refers to the map (its stat in *st).
+   A process may close descriptors it did not open (a forked child before
+   exec() with os.closerange() or close_fds, a daemon detaching), and the
+   number may then be given to another file, which must never receive a
+   line, nor be closed by us. */
+static int
+perf_map_fd_is_map(struct stat *st)
+{
+    return fstat(fileno(perf_map_state.perf_map), st) == 0
+           && perf_map_is_map(st);
+}
+
+/* The map's descriptor was closed, or its number now names another file:
+   open the map again by its name, with the map lock held.  The old stream
+   is left alone, never closed: its descriptor may be another file's now (it
+   holds no data: lines are written with write(2)).  Nothing is created: a
+   map that was removed or replaced meanwhile takes no more lines.  Returns
+   0 with the map's stat in *st, or -1. */
+static int
+perf_map_reopen(struct stat *st)
+{
+    char filename[100];
+    snprintf(filename, sizeof(filename), "/tmp/perf-%ld.map", perf_map_pid);
+    int fd = _PyPerf_ReopenOwnFile(filename, O_WRONLY | O_APPEND);
+    if (fd < 0) {
+        return -1;
+    }
+    FILE *file = NULL;
+    if (fstat(fd, st) == 0 && perf_map_is_map(st)) {
+        file = fdopen(fd, "a");
+    }
+    if (file == NULL) {
+        close(fd);
+        return -1;
+    }
+    perf_map_state.perf_map = file;
+    return 0;
+}
+#endif
 
 static void perf_map_before_fork(void);
 static void perf_map_after_fork_child(void);
@@ -151,6 +228,13 @@ PyUnstable_PerfMapState_Init(void)
     if (fd == -1) {
         return -1;
     }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int err = errno;
+        close(fd);
+        errno = err;
+        return -1;
+    }
     FILE *file = fdopen(fd, "a");
     if (file == NULL) {
         close(fd);
@@ -170,6 +254,8 @@ PyUnstable_PerfMapState_Init(void)
     }
     perf_map_state.perf_map = file;
     perf_map_pid = (long)pid;
+    perf_map_dev = st.st_dev;
+    perf_map_ino = st.st_ino;
 #endif
     return 0;
 }
@@ -181,11 +267,11 @@ PyUnstable_PerfMapState_Init(void)
 static int
 append_to_map(const char *data, size_t size)
 {
-    int fd = fileno(perf_map_state.perf_map);
     struct stat st;
-    if (fstat(fd, &st) != 0) {
+    if (!perf_map_fd_is_map(&st) && perf_map_reopen(&st) < 0) {
         return -1;
     }
+    int fd = fileno(perf_map_state.perf_map);
     const char *p = data;
     while (size > 0) {
         ssize_t n = write(fd, p, size);
@@ -242,7 +328,11 @@ PyUnstable_PerfMapState_Fini(void)
     }
     if (perf_map_state.perf_map != NULL) {
         PyThread_acquire_lock(perf_map_state.map_lock, WAIT_LOCK);
-        fclose(perf_map_state.perf_map);
+        struct stat st;
+        if (perf_map_fd_is_map(&st)) {
+            fclose(perf_map_state.perf_map);
+        }
+        // else its descriptor is another file's now: leave the stream
         perf_map_state.perf_map = NULL;
         PyThread_release_lock(perf_map_state.map_lock);
         PyThread_free_lock(perf_map_state.map_lock);
@@ -325,8 +415,14 @@ perf_map_before_fork(void)
     map_at_fork.map_size = -1;
     if (perf_map_state.perf_map != NULL && perf_map_pid == (long)getpid()) {
         struct stat st;
+        char filename[100];
+        snprintf(filename, sizeof(filename), "/tmp/perf-%ld.map",
+                 perf_map_pid);
         PyThread_acquire_lock(perf_map_state.map_lock, WAIT_LOCK);
-        if (fstat(fileno(perf_map_state.perf_map), &st) == 0) {
+        // By its name if the descriptor is no longer the map's.
+        if (perf_map_fd_is_map(&st)
+            || (stat(filename, &st) == 0 && perf_map_is_map(&st)))
+        {
             map_at_fork.map_pid = perf_map_pid;
             map_at_fork.map_size = (long long)st.st_size;
         }
@@ -357,13 +453,17 @@ perf_map_copy_parent_map(void)
 /* After fork() the child owns a copy of the parent's FILE and lock.  The lock
    may have been held by a thread that does not exist in the child: drop both
    without touching the lock, so the child opens its own /tmp/perf-PID.map on
-   its next write. */
+   its next write.  A descriptor that no longer refers to the map (its number
+   went to another file) is left alone. */
 static void
 perf_map_after_fork_child(void)
 {
 #ifndef MS_WINDOWS
     if (perf_map_state.perf_map != NULL) {
-        fclose(perf_map_state.perf_map);   // holds no buffered data
+        struct stat st;
+        if (perf_map_fd_is_map(&st)) {
+            fclose(perf_map_state.perf_map);   // holds no buffered data
+        }
         perf_map_state.perf_map = NULL;
     }
     perf_map_state.map_lock = NULL;        // leaked on purpose (may be held)
@@ -380,6 +480,162 @@ _PyFrameEvalFunction _PyPerf_TrampolineEvalFrame = NULL;
 #ifdef PY_HAVE_PERF_TRAMPOLINE
 
 #include <sys/mman.h>                 // mmap(), mprotect()
+
+/* ---- C stack check -----------------------------------------------------
+ *
+ * Without an evaluator the eval loop runs a call of a Python function
+ * inline (3.11), on no C stack of its own.  Under the trampoline every
+ * Python frame is entered through its evaluator, in C frames of its own
+ * (the evaluator's, the trampoline's, the eval loop's), so a recursion that
+ * sys.setrecursionlimit() allows and the interpreter runs without the
+ * trampoline could run the C stack out and end in SIGSEGV.  The evaluator
+ * raises RecursionError instead of entering a frame when the C stack is
+ * nearly full.  What is kept below that point (the margin) serves what
+ * runs under the deepest frame entered: its eval loop, the C functions it
+ * calls, raising the error.
+ *
+ * Each thread's stack bounds are read with pthread_getattr_np() at the
+ * thread's first frame (once: for the main thread glibc reads
+ * /proc/self/maps), and again when RLIMIT_STACK, from which glibc derives
+ * the main thread's, has changed since (a program that raises it before
+ * recursing is not held to the old one).  A stack pointer below those
+ * bounds (a signal's alternate stack, a stack some library switched to) is
+ * not checked, nor is anything where the bounds are unknown: musl gives
+ * the main thread's mapped size, not its limit. */
+#if defined(__GLIBC__) && (defined(__GNUC__) || defined(__clang__))
+#  define PERF_C_STACK_CHECK
+
+#include <stdint.h>                   // uintptr_t, UINTPTR_MAX
+#include <sys/resource.h>             // getrlimit()
+
+#if defined(__has_feature)
+#  define PERF_HAS_FEATURE(x) __has_feature(x)
+#else
+#  define PERF_HAS_FEATURE(x) 0
+#endif
+/* The margin: at most a quarter of the stack (threading.stack_size()
+   allows 32 KiB), and more under AddressSanitizer, whose C frames are
+   larger. */
+#if defined(__SANITIZE_ADDRESS__) || PERF_HAS_FEATURE(address_sanitizer)
+#  define PERF_C_STACK_MARGIN (256 * 1024)
+#else
+#  define PERF_C_STACK_MARGIN (64 * 1024)
+#endif
+/* A main thread's stack that glibc reports as reaching up to the next
+   mapping (RLIMIT_STACK unlimited, or raised past the room the kernel left
+   below the stack when the program started) ends where the kernel's guard
+   gap before that mapping begins (stack_guard_gap: 1 MiB by default).  A
+   stack that large can spare it. */
+#define PERF_C_STACK_LARGE (64 * 1024 * 1024)
+#define PERF_C_STACK_GUARD_GAP (1024 * 1024)
+
+/* Lowest stack address at which this thread's evaluator enters a frame:
+   UINTPTR_MAX until the thread's bounds are read, 0 if they are unknown. */
+static __thread uintptr_t c_stack_limit = UINTPTR_MAX;
+static __thread uintptr_t c_stack_low;      // lowest address of the stack
+static __thread rlim_t c_stack_rlimit;      // RLIMIT_STACK when read
+
+static rlim_t
+current_stack_rlimit(void)
+{
+    struct rlimit rl;
+    return getrlimit(RLIMIT_STACK, &rl) == 0 ? rl.rlim_cur : RLIM_INFINITY;
+}
+
+static void
+read_c_stack_bounds(void)
+{
+    c_stack_limit = 0;
+    c_stack_low = 0;
+    c_stack_rlimit = current_stack_rlimit();
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) != 0) {
+        return;
+    }
+    void *addr;
+    size_t size, guard;
+    int err = pthread_attr_getstack(&attr, &addr, &size);
+    err |= pthread_attr_getguardsize(&attr, &guard);
+    pthread_attr_destroy(&attr);
+    if (err != 0 || size <= guard) {
+        return;
+    }
+    // Clear of the guard whether or not the bounds reported include it
+    // (glibc's leave it out; older versions did not).
+    size -= guard;
+    size_t margin = PERF_C_STACK_MARGIN < size / 4 ? PERF_C_STACK_MARGIN
+                                                   : size / 4;
+    if (size >= PERF_C_STACK_LARGE) {
+        margin += PERF_C_STACK_GUARD_GAP;
+    }
+    c_stack_low = (uintptr_t)addr + guard;
+    c_stack_limit = c_stack_low + margin;
+}
+
+/* The stack pointer, read without making the caller set up a frame of its
+   own (__builtin_frame_address() would). */
+static inline uintptr_t
+c_stack_pointer(void)
+{
+    uintptr_t sp;
+#if defined(__x86_64__)
+    __asm__ ("movq %%rsp, %0" : "=r" (sp));
+#elif defined(__aarch64__)
+    __asm__ ("mov %0, sp" : "=r" (sp));
+#else
+    sp = (uintptr_t)__builtin_frame_address(0);
+#endif
+    return sp;
+}
+
+/* Whether the stack pointer is below this thread's limit (or the thread's
+   bounds are not read yet): one comparison while the stack has room. */
+static inline int
+c_stack_near_end(void)
+{
+    return _PyPerf_UNLIKELY(c_stack_pointer() < c_stack_limit);
+}
+
+/* Returns 1 with RecursionError set if no frame is to be entered at here. */
+static int
+c_stack_exhausted(uintptr_t here)
+{
+    if (c_stack_limit == UINTPTR_MAX
+        || (here >= c_stack_low && c_stack_rlimit != current_stack_rlimit()))
+    {
+        read_c_stack_bounds();
+    }
+    if (here >= c_stack_limit || here < c_stack_low) {
+        return 0;
+    }
+    PyErr_SetString(PyExc_RecursionError,
+                    "maximum recursion depth exceeded: the C stack is "
+                    "nearly full; under the perf trampoline every Python "
+                    "call is a C call");
+    return 1;
+}
+
+static PyObject *py_trampoline_evaluator_slow(PyThreadState *,
+                                              _PyPerf_Frame *, int);
+
+/* py_trampoline_evaluator() where c_stack_near_end(): at a thread's first
+   frame, near the end of its stack, or on another stack.  Out of line and
+   reached by a tail call, so that the evaluator keeps nothing for it. */
+static _PyPerf_NO_INLINE PyObject *
+py_trampoline_evaluator_low_stack(PyThreadState *ts, _PyPerf_Frame *frame,
+                                  int throwflag)
+{
+    if (c_stack_exhausted(c_stack_pointer())) {
+        // Not entered: the frame stays its caller's to clear, as when the
+        // eval loop raises RecursionError on entering it.
+        return NULL;
+    }
+    return py_trampoline_evaluator_slow(ts, frame, throwflag);
+}
+#else
+#  define c_stack_near_end() 0
+#  define py_trampoline_evaluator_low_stack py_trampoline_evaluator_slow
+#endif   /* PERF_C_STACK_CHECK */
 
 /* The evaluator is passed last so that the three arguments it takes stay in
    their registers through the trampoline. */
@@ -460,6 +716,10 @@ static struct {
     // PEP 523 evaluator installed when the trampoline was activated: the
     // trampolines call it, deactivation puts it back; NULL: none
     _PyFrameEvalFunction prev_eval;
+    // The trampoline's evaluator was made the interpreter's and has not been
+    // taken out since.  It may no longer be on top: an evaluator installed
+    // over it (a debugger's, a JIT front end's) keeps it to call it.
+    int in_eval_chain;
 } perf = {
     .status = PERF_STATUS_NO_INIT,
     .extra_code_index = -1,
@@ -470,7 +730,10 @@ static PyObject *py_trampoline_evaluator(PyThreadState *, _PyPerf_Frame *,
                                          int);
 
 /* Take the trampoline's evaluator out of interp: put back the one it
-   replaced (the default evaluator if none). */
+   replaced (the default evaluator if none).  If another evaluator was
+   installed over it, it cannot be taken out: the other one calls it, and it
+   goes on handing every frame, untouched, to the evaluator it replaced, so
+   that the chain under it stays whole. */
 static void
 remove_trampoline_evaluator(PyInterpreterState *interp)
 {
@@ -480,8 +743,9 @@ remove_trampoline_evaluator(PyInterpreterState *interp)
         _PyInterpreterState_SetEvalFrameFunc(
             interp, perf.prev_eval != NULL ? perf.prev_eval
                                            : _PyEval_EvalFrameDefault);
+        perf.prev_eval = NULL;
+        perf.in_eval_chain = 0;
     }
-    perf.prev_eval = NULL;
     _PyPerf_TrampolineEvalFrame = NULL;
 }
 
@@ -503,9 +767,95 @@ _PyPerf_SetOSError(int err, const char *what)
 
 /* ---- perf map backend ---- */
 
+/* Entries of the perf map that could not be written (a full disk, a file
+   size limit, an I/O error).  Their code objects count as published all the
+   same, so that they take the fast path instead of trying again on every
+   call; the entries wait here, in order, and are written after the next
+   entry the map takes (it has room again), or when the backend stops.  At
+   most PERF_MAP_UNWRITTEN_MAX wait: beyond that an entry is dropped, and its
+   code stays unnamed.  They belong to the process that failed to write
+   them: a forked child that starts a map of its own publishes everything to
+   it again, and drops them.  Used with the GIL held. */
+typedef struct perf_map_unwritten {
+    struct perf_map_unwritten *next;
+    const void *code_addr;
+    unsigned int code_size;
+    char name[];
+} perf_map_unwritten_t;
+
+#define PERF_MAP_UNWRITTEN_MAX 1024
+
+static struct {
+    perf_map_unwritten_t *first;
+    perf_map_unwritten_t **last_next;   // where the next one is linked
+    size_t count;
+    long pid;
+} perf_map_unwritten = {NULL, &perf_map_unwritten.first, 0, -1};
+
+static void
+perf_map_keep_unwritten(const void *code_addr, unsigned int code_size,
+                        const char *name)
+{
+    if (perf_map_unwritten.count >= PERF_MAP_UNWRITTEN_MAX) {
+        return;
+    }
+    size_t size = strlen(name) + 1;
+    perf_map_unwritten_t *item = PyMem_RawMalloc(sizeof(*item) + size);
+    if (item == NULL) {
+        return;
+    }
+    item->next = NULL;
+    item->code_addr = code_addr;
+    item->code_size = code_size;
+    memcpy(item->name, name, size);
+    *perf_map_unwritten.last_next = item;
+    perf_map_unwritten.last_next = &item->next;
+    perf_map_unwritten.count++;
+    perf_map_unwritten.pid = (long)getpid();
+}
+
+/* Write the entries that wait, in order, until one fails (the map is still
+   full: the rest go on waiting). */
+static void
+perf_map_write_unwritten(void)
+{
+    perf_map_unwritten_t *item;
+    while ((item = perf_map_unwritten.first) != NULL
+           && perf_map_unwritten.pid == (long)getpid())
+    {
+        if (PyUnstable_WritePerfMapEntry(item->code_addr, item->code_size,
+                                         item->name) != 0)
+        {
+            return;
+        }
+        perf_map_unwritten.first = item->next;
+        if (perf_map_unwritten.first == NULL) {
+            perf_map_unwritten.last_next = &perf_map_unwritten.first;
+        }
+        perf_map_unwritten.count--;
+        PyMem_RawFree(item);
+    }
+}
+
+static void
+perf_map_drop_unwritten(void)
+{
+    while (perf_map_unwritten.first != NULL) {
+        perf_map_unwritten_t *item = perf_map_unwritten.first;
+        perf_map_unwritten.first = item->next;
+        PyMem_RawFree(item);
+    }
+    perf_map_unwritten.last_next = &perf_map_unwritten.first;
+    perf_map_unwritten.count = 0;
+    perf_map_unwritten.pid = -1;
+}
+
 static void *
 perf_map_init_state(void)
 {
+    if (perf_map_unwritten.pid != (long)getpid()) {
+        perf_map_drop_unwritten();    // a forked child's map starts anew
+    }
     int ret = PyUnstable_PerfMapState_Init();
     if (ret != 0) {
         if (ret == -2) {
@@ -526,7 +876,6 @@ static void
 perf_map_write_entry(void *state, const void *code_addr,
                      unsigned int code_size, PyCodeObject *co)
 {
-    int failed = 1;
     PyObject *tofree1, *tofree2;
     const char *name = _PyPerf_CodeStringUTF8(_PyPerf_CODE_NAME(co), &tofree1);
     const char *filename = _PyPerf_CodeStringUTF8(co->co_filename, &tofree2);
@@ -534,12 +883,17 @@ perf_map_write_entry(void *state, const void *code_addr,
     char *entry = PyMem_RawMalloc(size);
     if (entry != NULL) {
         snprintf(entry, size, "py::%s:%s", name, filename);
-        failed = PyUnstable_WritePerfMapEntry(code_addr, code_size, entry);
+        if (PyUnstable_WritePerfMapEntry(code_addr, code_size, entry) != 0) {
+            perf_map_keep_unwritten(code_addr, code_size, entry);
+        }
+        else if (perf_map_unwritten.first != NULL) {
+            perf_map_write_unwritten();
+        }
         PyMem_RawFree(entry);
     }
     Py_XDECREF(tofree1);
     Py_XDECREF(tofree2);
-    if (failed) {
+    if (entry == NULL) {
         _PyPerf_EntryNotWritten();
     }
 }
@@ -547,6 +901,7 @@ perf_map_write_entry(void *state, const void *code_addr,
 static int
 perf_map_free_state(void *state)
 {
+    perf_map_write_unwritten();    // a last try: the map may have room now
     // The map is appended to when it is opened again: nothing is lost.
     PyUnstable_PerfMapState_Fini();
     return 0;
@@ -781,8 +1136,9 @@ publish_trampoline(PyCodeObject *co, code_entry_t *entry)
     perf.api.write_state(perf.state, (const void *)entry->trampoline,
                          (unsigned int)perf.code_size, co);
     if (!perf.entry_not_written) {
-        // Written: not again until the output changes.  Otherwise the next
-        // call tries again (a full disk may have room by then).
+        // Published: not again until the output changes (a backend whose
+        // output failed says so too: it keeps the entry or takes no more).
+        // Otherwise (out of memory) the next call tries again.
         entry->published[perf.output] = perf.output_gen[perf.output];
     }
     result = entry->trampoline;
@@ -829,6 +1185,9 @@ py_trampoline_evaluator_slow(PyThreadState *ts, _PyPerf_Frame *frame,
 static PyObject *
 py_trampoline_evaluator(PyThreadState *ts, _PyPerf_Frame *frame, int throwflag)
 {
+    if (c_stack_near_end()) {
+        return py_trampoline_evaluator_low_stack(ts, frame, throwflag);
+    }
     if (perf.prev_eval == NULL && perf.status == PERF_STATUS_OK) {
         code_entry_t *entry = (code_entry_t *)_PyPerf_CodeExtra(
             _PyPerf_FRAME_CODE(frame), perf.extra_code_index);
@@ -842,8 +1201,9 @@ py_trampoline_evaluator(PyThreadState *ts, _PyPerf_Frame *frame, int throwflag)
     return py_trampoline_evaluator_slow(ts, frame, throwflag);
 }
 
-/* Called by a backend's write_state when the entry could not be written
-   whole: the code object is published again on its next call. */
+/* Called by a backend's write_state when it could not take the entry (out
+   of memory): the code object is published again on its next call.  Not for
+   a failed write: that would be tried again on every call. */
 void
 _PyPerf_EntryNotWritten(void)
 {
@@ -864,6 +1224,22 @@ is_ours(PyInterpreterState *interp)
 {
     return _PyInterpreterState_GetEvalFrameFunc(interp)
            == py_trampoline_evaluator;
+}
+
+/* Whether activating would make the trampoline's evaluator and another one
+   each call the other: the trampoline's is in the interpreter's chain of
+   evaluators, but another one was installed over it since.  That one may
+   keep the trampoline's to call it (most do); installed over it again, the
+   trampoline's would call that one in turn, and every frame would recurse
+   until the C stack ran out.  Whether it does cannot be seen from here, so
+   activation is refused (with RuntimeError) until it is removed.  With the
+   default evaluator on top, the chain holds neither. */
+static int
+would_call_itself(PyInterpreterState *interp)
+{
+    _PyFrameEvalFunction cur = _PyInterpreterState_GetEvalFrameFunc(interp);
+    return perf.in_eval_chain && cur != py_trampoline_evaluator
+           && cur != _PyEval_EvalFrameDefault;
 }
 
 static int
@@ -936,7 +1312,11 @@ int
 _PyIsPerfTrampolineActive(void)
 {
 #ifdef PY_HAVE_PERF_TRAMPOLINE
-    return is_ours(_PyInterpreterState_GET());
+    // Deactivated under an evaluator installed over it, and put back on top
+    // when that one was removed, the trampoline's evaluator only passes
+    // frames on.
+    return is_ours(_PyInterpreterState_GET())
+           && perf.status == PERF_STATUS_OK;
 #else
     return 0;
 #endif
@@ -969,6 +1349,22 @@ _PyPerfTrampoline_SetCallbacks(_PyPerf_Callbacks *callbacks)
     return 0;
 }
 
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+/* -1 with RuntimeError set unless interp is the main interpreter. */
+static int
+refuse_outside_main_interpreter(PyInterpreterState *interp)
+{
+    if (interp != PyInterpreterState_Main()) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "perf trampoline: can only be activated in the main "
+                        "interpreter (co_extra indices and the frame "
+                        "evaluator belong to one interpreter each)");
+        return -1;
+    }
+    return 0;
+}
+#endif
+
 int
 _PyPerfTrampoline_Init(int activate)
 {
@@ -978,11 +1374,7 @@ _PyPerfTrampoline_Init(int activate)
         if (!activate) {
             return 0;    // never active here: nothing to deactivate
         }
-        PyErr_SetString(PyExc_RuntimeError,
-                        "perf trampoline: can only be activated in the main "
-                        "interpreter (co_extra indices and the frame "
-                        "evaluator belong to one interpreter each)");
-        return -1;
+        return refuse_outside_main_interpreter(interp);
     }
     if (!activate) {
         // A PEP 523 evaluator installed over the trampoline, or one the
@@ -990,6 +1382,15 @@ _PyPerfTrampoline_Init(int activate)
         remove_trampoline_evaluator(interp);
         perf.status = PERF_STATUS_NO_INIT;
         return 0;
+    }
+    if (would_call_itself(interp)) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "perf trampoline: another frame evaluator (PEP 523) "
+                        "was installed over the trampoline's and may call "
+                        "it; activating again would put the trampoline's "
+                        "over it, each calling the other: remove that "
+                        "evaluator first");
+        return -1;
     }
     if (perf.requested.write_state == NULL) {
         perf.requested = _Py_perfmap_callbacks;
@@ -1024,6 +1425,7 @@ _PyPerfTrampoline_Init(int activate)
         perf.prev_eval = has_foreign_hook(interp)
                          ? _PyInterpreterState_GetEvalFrameFunc(interp) : NULL;
         _PyInterpreterState_SetEvalFrameFunc(interp, py_trampoline_evaluator);
+        perf.in_eval_chain = 1;
         _PyPerf_AFTER_HOOK_INSTALLED();
     }
     _PyPerf_TrampolineEvalFrame = perf.prev_eval == NULL
@@ -1103,6 +1505,8 @@ _PyPerfTrampoline_AfterFork_Child(void)
            the parent's map as it was at fork(), so every entry published
            there stays published, and grows with the child's new code. */
         perf.output_pid[OUTPUT_PERF_MAP] = (long)getpid();
+        // The map entries still waiting are the child's to write too.
+        perf_map_unwritten.pid = (long)getpid();
         return _PyStatus_OK();
     }
     /* Start over in the child with files of its own (also when the parent's
@@ -1185,6 +1589,10 @@ _PyPerfTrampoline_SysActivate(const char *backend)
     }
     else {
         PyErr_Format(PyExc_ValueError, "invalid backend: %s", backend);
+        return NULL;
+    }
+    if (refuse_outside_main_interpreter(_PyInterpreterState_GET()) < 0) {
+        // Refused before the backend request, the process's, is touched.
         return NULL;
     }
     _PyPerf_Callbacks previous = perf.requested;

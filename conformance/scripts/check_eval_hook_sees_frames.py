@@ -12,8 +12,8 @@ evaluator) is run with the recorder alone, with the trampoline activated after
 it (so running it), and with the recorder installed over an active
 trampoline; must hold: the three record the same frames, and every function
 the code runs is among them (__init__ aside: 3.13.5 runs it inline under
-another evaluator once CALL_ALLOC_AND_ENTER_INIT is specialized, an upstream
-behaviour the series keeps for foreign evaluators).  3.11.2 ran a Python __getitem__ specialized
+another evaluator once CALL_ALLOC_AND_ENTER_INIT is specialized; the 3.13
+series' patch 0020 fixes that, and check_init_frames.py checks it).  3.11.2 ran a Python __getitem__ specialized
 before an evaluator was set inline under it (the recorder alone missed it).
 Exit 2 (cannot check) where _testinternalcapi has no set_eval_frame_record()
 (before 3.11, or a build without the test modules).

@@ -1,20 +1,24 @@
 # requires: perf
 # fixes: patches/3.13/0020
 # records: perf
-"""Every __init__ called by instantiating a class has its own py:: frame in a perf recording.
+"""Every __init__ called by instantiating a class is seen by the frame evaluator: a py:: frame in a perf recording.
 
 From 3.12 the interpreter specializes `Obj(...)` for a Python class as
 CALL_ALLOC_AND_ENTER_INIT, which pushes __init__'s frame itself; 3.13.5 does
-so even while a PEP 523 evaluator (the perf trampoline) is set, so after the
-first call __init__ ran inline in its caller's loop, without a trampoline,
-and perf charged its samples to the caller.  Recorded with real perf (frame
-pointers, `perf record -g`, -X perf): the catalogue's shape_init.py, whose
-make_many() instantiates Obj for at least 0.4 s (shape_probe.DURATION), nearly
-all of the work in Obj.__init__.  Must hold: of the
-samples whose Python frames include py::make_many, at least 80% show
-py::Obj.__init__ directly inside it.  Exit 2 (cannot check) without perf,
-where the interpreter is not built with frame pointers (perf -g cannot walk
-its stack), and on 3.13's free-threaded build (which does not specialize).
+so even while a PEP 523 evaluator (the perf trampoline, a debugger's) is set,
+so after the first calls __init__ ran inline in its caller's loop, unseen by
+the evaluator: without a trampoline, and perf charged its samples to the
+caller.  Recorded with real perf (frame pointers, `perf record -g`, -X perf):
+the catalogue's shape_init.py, whose make_many() instantiates Obj for at least
+0.4 s (shape_probe.DURATION), nearly all of the work in Obj.__init__.  Must
+hold: of the samples whose Python frames include py::make_many, at least 80%
+show py::Obj.__init__ directly inside it.  And, where _testinternalcapi offers
+its recording evaluator (3.11+ builds with the test modules), that evaluator,
+set after the call site was specialized without one, records an __init__
+frame for each of 10 instantiations.  Exit 2 (cannot check) on 3.13's
+free-threaded build (which does not specialize), and where neither part can
+run: no perf, or an interpreter built without frame pointers (perf -g cannot
+walk its stack), and no recording evaluator.
 """
 import os
 import shutil
@@ -35,25 +39,67 @@ SHAPE_FILES = ("shape_init.py", "shape_probe.py")
 PROGRAM = 'import shape_init\nprint("made", shape_init.main())\n'
 
 
+class Plain:
+    def __init__(self, v):
+        self.v = v
+
+
+def instantiate(n):
+    for i in range(n):
+        Plain(i)
+
+
+def recording_evaluator_problems():
+    """None if _testinternalcapi has no recording evaluator here, else the problems found with it."""
+    try:
+        from _testinternalcapi import set_eval_frame_default, set_eval_frame_record
+    except ImportError:
+        return None
+    instantiate(1000)        # hot: its call site specialized without an evaluator
+    frames = []
+    set_eval_frame_record(frames)
+    try:
+        instantiate(10)
+    finally:
+        set_eval_frame_default()
+    seen = frames.count("__init__")
+    print(f"recording evaluator set after the call site was specialized: {seen} __init__ frames "
+          "for 10 instantiations")
+    if seen != 10:
+        return [f"a PEP 523 evaluator saw {seen} __init__ frames for 10 instantiations: __init__ runs "
+                "inline, unseen by it"]
+    return []
+
+
 def main():
-    why = frame_pointer_recording_unavailable()
-    if why:
-        print(f"cannot check: {why}")
-        return CANNOT_CHECK
     if sys.version_info[:2] == (3, 13) and sysconfig.get_config_var("Py_GIL_DISABLED"):
         # 3.13's free-threaded build does not specialize: __init__ always goes through the evaluator there
         print("cannot check: 3.13's free-threaded build does not specialize calls (no CALL_ALLOC_AND_ENTER_INIT)")
         return CANNOT_CHECK
+    recorder = recording_evaluator_problems()
+    why = frame_pointer_recording_unavailable()
+    if why:
+        if recorder is None:
+            print(f"cannot check: {why}; and no recording evaluator here")
+            return CANNOT_CHECK
+        print(f"perf recording not checked: {why}")
+        return finish(recorder)
+    problems = list(recorder or [])
     workdir = tempfile.mkdtemp()
     try:
         for name in SHAPE_FILES:
             shutil.copy(os.path.join(os.path.dirname(os.path.abspath(__file__)), name), workdir)
         rec, data = perf_record_program(workdir, "instantiate.py", PROGRAM, ["-X", "perf"])
         if rec.returncode != 0 or not os.path.exists(data):
+            if problems or recorder is not None:
+                print(f"perf recording not checked: perf record failed here ({rec.returncode}): "
+                      f"{rec.stderr.strip()[-400:]}")
+                return finish(problems)
             print(f"cannot check: perf record failed here ({rec.returncode}): {rec.stderr.strip()[-400:]}")
             return CANNOT_CHECK
         if "made" not in rec.stdout:
-            return finish([f"the program did not finish: {rec.stdout.strip()[-300:]} {rec.stderr.strip()[-600:]}"])
+            problems.append(f"the program did not finish: {rec.stdout.strip()[-300:]} {rec.stderr.strip()[-600:]}")
+            return finish(problems)
         inside, with_init = 0, 0
         for _header, stack in perf_script_samples(perf_script_text(data, "ip,sym")):
             py = [sym.split(":", 3)[2] for _ip, sym in stack if sym.startswith("py::")]
@@ -66,7 +112,6 @@ def main():
         fraction = with_init / inside if inside else 0.0
         print(f"samples inside py::make_many: {inside}; with py::{INIT} directly inside it: {with_init} "
               f"({fraction:.0%})")
-        problems = []
         if inside < 50:
             problems.append(f"too few samples inside py::make_many ({inside})")
         elif fraction < MIN_FRACTION:

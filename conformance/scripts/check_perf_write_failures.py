@@ -6,10 +6,11 @@ A full disk or a file size limit (RLIMIT_FSIZE, used here: the write that
 crosses it fails with EFBIG once SIGXFSZ is ignored) can cut an entry short.
 
   map   the limit leaves room for part of the next line; a new function is
-        called (its entry cannot be written), the limit is lifted and the
-        function is called again.  The map must hold only whole lines
-        ("ADDR SIZE py::NAME:FILE"), and the function must be named: an entry
-        that was not written is published again on the next call.
+        called (its entry cannot be written), the limit is lifted, the
+        function is called again and another new one is called.  The map
+        must hold only whole lines ("ADDR SIZE py::NAME:FILE"), and the first
+        function must be named: an entry that could not be written is kept
+        and written once the map takes lines again.
   jit   (where perf_jit is offered) the same with the jitdump: the record cut
         short is cut off, the dump stays well formed (perf inject stops at
         the first bad record, so a record after a partial one is lost),
@@ -74,8 +75,8 @@ def run(backend):
                 problems.append(f"perf: the map holds {len(bad)} line(s) that are not whole entries, e.g. {bad[0]!r}")
             names = [line.split(" ", 2)[2] for line in lines if MAP_LINE.fullmatch(line)]
             if "py::cut_short:<cut>" not in names:
-                problems.append("perf: py::cut_short, whose first entry could not be written, was never written "
-                                "when it was called again with room in the file")
+                problems.append("perf: py::cut_short, whose entry could not be written, was never written "
+                                "once the file had room again")
             if not any(n.startswith("py::after_lift") for n in names):
                 problems.append("perf: py::after_lift (called after the limit was lifted) is not in the map")
             if proc.stderr.strip():

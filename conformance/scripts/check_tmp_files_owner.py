@@ -25,7 +25,7 @@ import shutil
 import sys
 import tempfile
 
-from childcheck import describe_exit, finish, offers_perf_jit
+from childcheck import describe_exit, finish, offers_perf_jit, read_to_end
 
 VICTIM, OTHER = 64101, 64102
 CANNOT_CHECK = 2
@@ -72,15 +72,9 @@ def run_victim(argv, prepare):
     finally:
         os.write(go_w, b"g")
         os.close(go_w)
-    chunks = []
-    while True:
-        data = os.read(out_r, 65536)
-        if not data:
-            break
-        chunks.append(data)
-    os.close(out_r)
+    output = read_to_end(out_r)
     _, status = os.waitpid(pid, 0)
-    return pid, os.waitstatus_to_exitcode(status), b"".join(chunks).decode("utf-8", "replace")
+    return pid, os.waitstatus_to_exitcode(status), output.decode("utf-8", "replace")
 
 
 def main():

@@ -143,6 +143,18 @@ def _leb(buf, i):
             return result, shift, i
 
 
+def read_to_end(fd):
+    """Everything a pipe's read end gives until its writers close it; the descriptor is closed after."""
+    chunks = []
+    while True:
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(fd)
+    return b"".join(chunks)
+
+
 def remove_perf_files(pid):
     """Delete the perf map and jitdump a finished child interpreter of that pid left in /tmp."""
     for path in (f"/tmp/perf-{pid}.map", f"/tmp/jit-{pid}.dump"):

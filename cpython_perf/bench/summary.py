@@ -300,7 +300,7 @@ def _fast_path_paragraph(directory: Path) -> list[str]:
     row = next((r for r in mode_costs(directory) if r["cell"] == f"{NATIVE_REFERENCE}-fp" and r["mode"] == "perf"),
                None)
     text = ("The 3.13 series and the 3.11 backport keep those paths ([patches/3.13/README.md](patches/3.13/README.md) "
-            "`0020-perf-trampoline-keep-fast-paths.patch`, [patches/3.11/README.md](patches/3.11/README.md) "
+            "`0021-perf-trampoline-keep-fast-paths.patch`, [patches/3.11/README.md](patches/3.11/README.md) "
             "`0006-perf-trampoline-keep-fast-paths.patch`): when the evaluator is the trampoline's own, the "
             "specialised instructions push the new frame as they would without it and enter it through the "
             "trampoline, so every Python frame still gets its own trampoline frame (the shape catalogue checks it "

@@ -137,8 +137,9 @@ extern _PyPerf_Callbacks _Py_perfmap_jit_callbacks;
 extern void _PyPerfJit_CloseDump(void);
 /* Set OSError(err, "perf trampoline: <what>: <strerror(err)>"). */
 extern void _PyPerf_SetOSError(int err, const char *what);
-/* Called by a backend's write_state when the entry was not written whole:
-   the code object is then published again on its next call. */
+/* Called by a backend's write_state when it could not take the entry (out
+   of memory): the code object is then published again on its next call.
+   A failed write is not reported so, or it would be tried on every call. */
 extern void _PyPerf_EntryNotWritten(void);
 #endif
 
@@ -146,6 +147,9 @@ extern void _PyPerf_EntryNotWritten(void);
    truncated): -1 with errno EPERM unless it is a regular file of the
    effective user with one link, and never through a symbolic link. */
 extern int _PyPerf_OpenOwnFile(const char *path, int flags);
+/* Open it again by its name after its descriptor was lost (never created,
+   never on 0-2): -1 with errno set.  The caller checks it is the same file. */
+extern int _PyPerf_ReopenOwnFile(const char *path, int flags);
 
 /* Start the trampoline selected at startup (mode 1: perf map, 2: perf_jit).
    Never fails: a trampoline that cannot start is reported with one warning

@@ -334,6 +334,9 @@ class TestPerfTrampoline(_CleansTmpFiles, unittest.TestCase):
             def after_deactivation():
                 pass
             seen = []
+            # The evaluator is installed before any activation: a trampoline
+            # an inherited PYTHONPERFSUPPORT started is stopped first.
+            sys.deactivate_stack_trampoline()
             _testinternalcapi.set_eval_frame_record(seen)
             sys.activate_stack_trampoline("perf")
             assert sys.is_stack_trampoline_active()
@@ -353,6 +356,73 @@ class TestPerfTrampoline(_CleansTmpFiles, unittest.TestCase):
         contents = perf_file.read_text()
         self.assertIn("py::under_hook:", contents)
         self.assertNotIn("py::after_deactivation:", contents)
+
+    def test_args_from_interpreter_flags_follow_the_trampoline(self):
+        # The options a child is started with name the backend in use now
+        # (a difference from upstream, where -X perf is not passed on).
+        code = """if 1:
+            import os, subprocess, sys
+            print(os.getpid())
+            def flags():
+                args = subprocess._args_from_interpreter_flags()
+                return [args[i + 1] for i, arg in enumerate(args[:-1])
+                        if arg == "-X" and args[i + 1] in ("perf", "perf_jit")]
+            print(sys._stack_trampoline_backend(), flags())
+            sys.activate_stack_trampoline("perf_jit")
+            print(sys._stack_trampoline_backend(), flags())
+            sys.deactivate_stack_trampoline()
+            print(sys._stack_trampoline_backend(), flags())
+            sys.activate_stack_trampoline("perf")
+            print(sys._stack_trampoline_backend(), flags())
+        """
+        pid, rc, stdout, stderr = _run_python("-X", "perf", "-c", code)
+        self.assertEqual((rc, stderr), (0, ""))
+        self.assertEqual(stdout.splitlines()[1:],
+                         ["perf ['perf']", "perf_jit ['perf_jit']", "None []",
+                          "perf ['perf']"])
+
+    def test_multiprocessing_children_run_the_parents_backend(self):
+        # spawn and forkserver start new interpreters with the parent's
+        # options: they run the backend the parent runs when they start.
+        # (Where the platform has no working sem_open, there is no Pool.)
+        import_module = getattr(support, "import_module", None)
+        if import_module is None:   # 3.10+: test.support.import_helper
+            from test.support.import_helper import import_module
+        import_module("multiprocessing.synchronize")
+        code = """if 1:
+            import multiprocessing, os, sys
+
+            def state():
+                return os.getpid(), sys._stack_trampoline_backend()
+
+            if __name__ == "__main__":
+                if len(sys.argv) > 1:
+                    sys.activate_stack_trampoline(sys.argv[1])
+                for method in ("spawn", "forkserver"):
+                    context = multiprocessing.get_context(method)
+                    with context.Pool(1) as pool:
+                        print(method, *pool.apply(state))
+                sys.deactivate_stack_trampoline()
+                with multiprocessing.get_context("spawn").Pool(1) as pool:
+                    print("deactivated", *pool.apply(state))
+        """
+        with tempfile.TemporaryDirectory() as script_dir:
+            script = script_helper.make_script(script_dir, "perfmp", code)
+            for options, backend in ((["-X", "perf"], "perf"),
+                                     (["-X", "perf_jit"], "perf_jit"),
+                                     ([], "perf_jit")):
+                args = [*options, script] if options else [script, backend]
+                with self.subTest(options=options, backend=backend):
+                    pid, rc, stdout, stderr = _run_python(*args)
+                    self.assertEqual((rc, stderr), (0, ""))
+                    lines = [line.split() for line in stdout.splitlines()]
+                    self.assertEqual([(m, b) for m, _, b in lines],
+                                     [("spawn", backend), ("forkserver", backend),
+                                      ("deactivated", "None")])
+                    for method, child, child_backend in lines[:2]:
+                        written = pathlib.Path(f"/tmp/perf-{child}.map" if backend == "perf"
+                                               else f"/tmp/jit-{child}.dump")
+                        self.assertTrue(written.exists(), written)
 
     # The rest is what 3.13 provides and its test suite checks elsewhere
     # (test_sys, test_embed, test_cmd_line): the other ways to turn the
