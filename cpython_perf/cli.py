@@ -48,7 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("cell")
     p.add_argument("--base-mode", choices=images.BASE_MODES, default=None,
                    help="how to make the base image (default: auto, or $CPYTHON_PERF_BASE_MODE)")
-    p.add_argument("--no-cache", action="store_true", help="rebuild every layer of the cell image")
+    p.add_argument("--no-cache", action="store_true",
+                   help="build the cell image, every layer, even where a local image carries its inputs digest "
+                        "(without it, such an image is used as it is, whoever built it)")
     p.add_argument("--if-stale", action="store_true",
                    help="build only if no image of the same inputs digest exists (a CI worker's build step)")
     p.add_argument("--registry", default=None, metavar="REF",
@@ -143,6 +145,19 @@ def main(argv: list[str] | None = None) -> int:
                        usage="python -m cpython_perf profile (CELL | --image IMAGE --python PATH) [--mode MODE] "
                              "[--requirements FILE] [--out DIR] [-F HZ] -- script.py [ARGS ...]")
     profile.add_arguments(p)
+    from .record import clean_tmp, outside
+
+    p = sub.add_parser("record", help="record the processes of a running container with perf from outside it "
+                                      "(the host's pid namespace), keeping each one's perf map or jitdump where "
+                                      "perf reads it after the process exited (cpython_perf/record/outside.py)",
+                       usage="python -m cpython_perf record --container NAME [--pid PID ...] [--mode MODE] "
+                             "[--seconds N] [--out DIR] [-F HZ] [--perf-image IMAGE | --host-perf] "
+                             "[-- PERF RECORD OPTIONS]")
+    outside.add_arguments(p)
+    p = sub.add_parser("clean-tmp", help="remove the perf maps and jitdumps of processes that are gone: never one "
+                                         "whose process runs, that a process holds open, or that a recording "
+                                         "names (cpython_perf/record/clean_tmp.py)")
+    clean_tmp.add_arguments(p)
     argv, program = profile.split_program(sys.argv[1:] if argv is None else list(argv))
     args = parser.parse_args(argv)
     if getattr(args, "verbose", False):
@@ -233,6 +248,10 @@ def main(argv: list[str] | None = None) -> int:
                   "README.txt)")
         elif args.command == "profile":
             return profile.main(matrix, args, program, _log)
+        elif args.command == "record":
+            return outside.main(matrix, args, _log)
+        elif args.command == "clean-tmp":
+            return clean_tmp.run(args, _log)
         elif args.command == "reproducibility":
             from .build import reproducibility
 

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 PERF_SCRIPT_FIELDS = "comm,pid,tid,time,event,ip,sym,dso"
 
 _HEADER = re.compile(r"^(?P<comm>\S.*?)\s+(?P<pid>-?\d+)/(?P<tid>-?\d+)\s+(?P<time>\d+\.\d+):\s+(?P<event>.*?):?\s*$")
-_FRAME = re.compile(r"^\s+(?P<ip>[0-9a-fA-F]+)\s(?P<sym>.*)\s\((?P<dso>[^()]*)\)\s*$")
+# the dso in parentheses; a file deleted since it was mapped (a memfd, a replaced library) says so inside them
+_FRAME = re.compile(r"^\s+(?P<ip>[0-9a-fA-F]+)\s(?P<sym>.*)\s\((?P<dso>[^()]*(?: \(deleted\))?)\)\s*$")
 _SYMOFF = re.compile(r"\+0x[0-9a-f]+$")
 
 

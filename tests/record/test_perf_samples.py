@@ -48,6 +48,16 @@ def test_parse_frames_leaf_first():
     assert samples[1].frames[0].symbol == "_PyLong_Add"  # symbol offsets are dropped
 
 
+def test_a_mapping_of_a_deleted_file():
+    """perf script names a file deleted since it was mapped (a memfd, a replaced library) `(PATH (deleted))`:
+    seen in whole-machine recordings (record --container -- -a)."""
+    text = ("node  7/7  1.000000: cycles: \n"
+            "\t    7f301b3d2035 [unknown] (/memfd:sealed-91173221a7ea (deleted))\n"
+            "\t    55d0c0a00000 main (/usr/bin/node)\n")
+    frames = parse_perf_script(text)[0].frames
+    assert [f.dso for f in frames] == ["/memfd:sealed-91173221a7ea (deleted)", "/usr/bin/node"]
+
+
 def test_chain_report_counts_only_samples_inside_foo():
     report = chain_report(parse_perf_script(TEXT), CHAIN)
     assert report.process_samples == 3
@@ -88,9 +98,11 @@ def test_negative_control_counts_python_frames():
 
 
 def test_comm_with_spaces_and_symbols_with_parentheses():
-    text = "Thread 1 (x)  7/9  1.5: task-clock: \n\t  10 operator()(int) (/usr/lib/libfoo.so (deleted))\n"
+    text = "Thread 1 (x)  7/9  1.5: task-clock: \n\t  10 operator()(int) (/usr/lib/libfoo.so (gone))\n"
     with pytest.raises(PerfScriptError):
-        parse_perf_script(text)  # a dso with parentheses is not something perf prints for us
+        parse_perf_script(text)  # a dso with parentheses other than " (deleted)" is not something perf prints
+    text = "Thread 1 (x)  7/9  1.5: task-clock: \n\t  10 operator()(int) (/usr/lib/libfoo.so (deleted))\n"
+    assert parse_perf_script(text)[0].frames[0].dso == "/usr/lib/libfoo.so (deleted)"   # a file deleted since
     text = "Thread 1 (x)  7/9  1.5: task-clock: \n\t  10 operator()(int) (/usr/lib/libfoo.so)\n"
     [sample] = parse_perf_script(text)
     assert sample.comm == "Thread 1 (x)" and sample.tid == 9

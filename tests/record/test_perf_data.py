@@ -1,0 +1,123 @@
+"""perf_data: the pids a perf.data names, and its jitdump mmaps renamed (no perf needed: files written here in
+perf.data's layout; conformance/test_outside_recording.py runs the rename on real recordings with real perf)."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from cpython_perf.record import perf_data
+from cpython_perf.record.perf_data import PerfDataError, pids_named, rename_jitdumps
+
+TRAILER = b"\x11" * 8   # a sample_id trailer (sample_id_all), kept as it is
+
+
+def record(kind: int, body: bytes, misc: int = 0) -> bytes:
+    return struct.pack("<IHH", kind, misc, 8 + len(body)) + body
+
+
+def name_field(name: bytes) -> bytes:
+    padded = (len(name) + 1 + 7) // 8 * 8
+    return name.ljust(padded, b"\0")
+
+
+def mmap2(pid: int, name: bytes) -> bytes:
+    fixed = struct.pack("<IIQQQ", pid, pid, 0x7F0000001000, 0x1000, 0) + b"\0" * 24 + struct.pack("<II", 5, 2)
+    return record(perf_data.RECORD_MMAP2, fixed + name_field(name) + TRAILER, misc=2)
+
+
+def mmap(pid: int, name: bytes) -> bytes:
+    fixed = struct.pack("<IIQQQ", pid, pid, 0x7F0000002000, 0x1000, 0)
+    return record(perf_data.RECORD_MMAP, fixed + name_field(name) + TRAILER)
+
+
+def comm(pid: int, name: bytes) -> bytes:
+    return record(perf_data.RECORD_COMM, struct.pack("<II", pid, pid) + name_field(name) + TRAILER)
+
+
+def fork(pid: int, ppid: int) -> bytes:
+    return record(perf_data.RECORD_FORK, struct.pack("<IIIIQ", pid, ppid, pid, ppid, 123) + TRAILER)
+
+
+def perf_file(records: list[bytes], feature: bytes = b"FEATURE!", data_size: int | None = None) -> bytes:
+    """A perf.data: header, no attrs, the records, one feature section (bit 2) after them."""
+    data = b"".join(records)
+    data_offset = 104
+    table_at = data_offset + len(data)
+    header = struct.pack("<8sQQQQQQQQ4Q", b"PERFILE2", 104, 136, data_offset, 0, data_offset,
+                         len(data) if data_size is None else data_size, 0, 0, 1 << 2, 0, 0, 0)
+    table = struct.pack("<QQ", table_at + 16, len(feature))
+    return header + data + table + feature
+
+
+def walk(raw: bytes):
+    """(type, record bytes) of a file's data section, and its feature contents (checks the layout)."""
+    fields = perf_data.HEADER.unpack_from(raw)
+    offset, size = fields[5], fields[6]
+    data, out, at = raw[offset:offset + size], [], 0
+    while at < len(data):
+        kind, _, rsize = struct.unpack_from("<IHH", data, at)
+        out.append((kind, data[at:at + rsize]))
+        at += rsize
+    assert at == len(data)
+    feature_at, feature_size = struct.unpack_from("<QQ", raw, offset + size)
+    return out, raw[feature_at:feature_at + feature_size]
+
+
+def test_pids_named_reads_comm_fork_and_mmap_records(tmp_path):
+    path = tmp_path / "perf.data"
+    path.write_bytes(perf_file([comm(10, b"python3"), mmap2(10, b"/usr/bin/python3"), mmap(11, b"/tmp/x"),
+                                fork(12, 10)]))
+    assert pids_named(path) == {10, 11, 12}
+
+
+def test_pids_named_of_a_file_still_being_written(tmp_path):
+    """perf record leaves the data size 0 until it ends: the records then run to the end of the file."""
+    path = tmp_path / "perf.data"
+    raw = perf_file([comm(10, b"python3"), comm(13, b"worker")], feature=b"", data_size=0)
+    path.write_bytes(raw[:-16])   # no feature table yet either
+    assert pids_named(path) == {10, 13}
+
+
+def test_compressed_records_are_refused(tmp_path):
+    path = tmp_path / "perf.data"
+    path.write_bytes(perf_file([comm(10, b"python3"), record(perf_data.RECORD_COMPRESSED, b"\0" * 16)]))
+    with pytest.raises(PerfDataError, match="compressed"):
+        pids_named(path)
+
+
+def test_not_a_perf_data(tmp_path):
+    path = tmp_path / "perf.data"
+    path.write_bytes(b"\0" * 200)
+    with pytest.raises(PerfDataError, match="PERFILE2"):
+        pids_named(path)
+
+
+def test_rename_jitdumps_renames_the_dump_of_each_process_and_moves_the_features(tmp_path):
+    src, dst = tmp_path / "perf.data", tmp_path / "renamed.data"
+    records = [comm(4001, b"python3"),
+               mmap2(4001, b"/tmp/jit-1.dump"),           # the container's first process: renamed
+               mmap2(4001, b"/usr/lib/libc.so.6"),        # not a dump
+               mmap(4002, b"/tmp/jit-7.dump"),            # MMAP (not MMAP2) of a worker: renamed
+               mmap2(4003, b"/tmp/jit-9.dump"),           # a process not in renames: left alone
+               mmap2(4001, b"/tmp/jit-2.dump")]           # a dump of another pid than the process's: left alone
+    src.write_bytes(perf_file(records))
+    count = rename_jitdumps(src, dst, {4001: (1, 4001), 4002: (7, 4002)})
+    assert count == 2
+    renamed, feature = walk(dst.read_bytes())
+    assert feature == b"FEATURE!"
+    names = [r[perf_data.FILENAME_AT[k]:].split(b"\0")[0] for k, r in renamed if k in perf_data.FILENAME_AT]
+    assert names == [b"/tmp/jit-4001.dump", b"/usr/lib/libc.so.6", b"/tmp/jit-4002.dump", b"/tmp/jit-9.dump",
+                     b"/tmp/jit-2.dump"]
+    for (kind, before), (_, after) in zip(walk(src.read_bytes())[0], renamed):
+        assert after.endswith(TRAILER), "the sample_id trailer must stay at the end of the record"
+        assert after[:6] == before[:6], "the record's type and misc must stay"
+    assert pids_named(dst) == {4001, 4002, 4003}
+
+
+def test_rename_refuses_a_recording_still_being_written(tmp_path):
+    src = tmp_path / "perf.data"
+    src.write_bytes(perf_file([mmap2(5, b"/tmp/jit-1.dump")], data_size=0))
+    with pytest.raises(PerfDataError, match="still being written"):
+        rename_jitdumps(src, tmp_path / "out.data", {5: (1, 5)})
