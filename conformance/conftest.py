@@ -272,9 +272,27 @@ _images: dict[str, str | BaseException] = {}
 _strict_cells = False
 
 
+_config = None
+_engine_checked = False
+
+
 def pytest_sessionstart(session):
-    global _strict_cells
+    global _strict_cells, _config
     _strict_cells = session.config.getoption("strict_cells")
+    _config = session.config
+
+
+def check_engine_paths(docker_client, image: str) -> None:
+    """Once a session, before the first container that mounts pytest's temporary directory: stop the run,
+    saying what to set, where the engine does not see that directory (containers.engine_path_problem)."""
+    global _engine_checked
+    if _engine_checked or _config is None:
+        return
+    _engine_checked = True
+    problem = containers.engine_path_problem(docker_client, image,
+                                             _config._tmp_path_factory.mktemp("engine-probe"))
+    if problem:
+        pytest.exit(problem, returncode=pytest.ExitCode.USAGE_ERROR)
 
 
 _item = None   # the test being run (not_applicable records its property there)
@@ -321,6 +339,8 @@ def image_for(cell, docker_client) -> str:
     got = _images[cell.name]
     if isinstance(got, SourceUnavailable):
         cannot_run(f"{cell.name}: source not available here: {str(got).splitlines()[0]}")
+    if not cell.foreign:   # an emulated image may not run here without qemu-user; a native one does
+        check_engine_paths(docker_client, got)
     return got
 
 

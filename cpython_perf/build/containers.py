@@ -166,3 +166,38 @@ def perf_mmap_refused(mlock_kb: int, cpus: int, rlimit_kb: int, buffer_kb: int, 
         user_locked += pages - extra
         pinned += extra
     return False, user_locked - held_pages
+
+
+# --------------------------------------------------------------------------
+# Whether the engine sees this machine's paths
+
+ENGINE_PROBE = "engine-probe"
+
+
+def engine_path_problem(client, image: str, directory: Path) -> str | None:
+    """None where the Docker engine sees directory as this process does, else what to do, in one line.
+
+    The suite bind-mounts directories it made (pytest's temporary directory) into containers.  Run from a
+    container that talks to another machine's engine through its socket (docker-outside-of-docker: GitLab's
+    Docker executor, CI workers in containers, devcontainers, act), the engine mounts its own host's path of
+    that name, which holds something else or nothing.  The probe writes a random token under directory and
+    reads it back through a bind mount in image (any image with cat)."""
+    import uuid
+
+    import docker.errors
+
+    directory = Path(directory)
+    token = uuid.uuid4().hex
+    (directory / ENGINE_PROBE).write_text(token + "\n")
+    try:
+        seen = client.containers.run(image, entrypoint=["cat", f"/probe/{ENGINE_PROBE}"], user="0",
+                                     volumes={str(directory): {"bind": "/probe", "mode": "ro"}},
+                                     network_disabled=True, remove=True, stdout=True, stderr=True)
+    except docker.errors.ContainerError as exc:
+        seen = exc.stderr or b""
+    if seen.decode(errors="replace").strip() == token:
+        return None
+    return (f"the Docker engine does not see this machine's {directory} (a bind mount of it in a container "
+            "holds other files): this runs in a container using another host's engine, so give pytest a "
+            "directory mounted at the same path here and on the engine's host: --basetemp=DIR (nox: -- "
+            "--basetemp=DIR) with `-v DIR:DIR` on this container")

@@ -17,12 +17,14 @@ def build_cell(cell: Cell, matrix: Matrix | None = None, log=print, base_mode: s
     it), the build context (its Dockerfile rendered, its inputs digest: images.cell_inputs), the image (built,
     its SBOM attached, tagged: images.build_cell_image); return timings, the tag and how it was had (`how`).
 
-    With a registry (cpython_perf.build.registry) and without no_cache: a current local image is used as it is, else
-    the image published for the cell's inputs is pulled; only where neither is had does it build."""
+    Without no_cache: a local image whose inputs label is the cell's inputs digest is used as it is (whoever
+    built it: Docker's layer cache keys a COPY on the files' owners, so another user's build would not reuse
+    its layers), else, with a registry (cpython_perf.build.registry), the image published for the cell's inputs
+    is pulled; only where neither is had does it build."""
     matrix = matrix or load_matrix()
     started = time.monotonic()
     client = None
-    if registry and not no_cache:
+    if not no_cache:
         client = host.docker_client(log)
         known = images.cell_inputs(cell, matrix.base_suite, cache_dir, log, matrix, fetch=False)
         how = _current_or_pulled(client, known, registry, log)
@@ -48,7 +50,8 @@ def _puller(client, registry: str | None, log):
 def _current_or_pulled(client, inputs: images.BuildContext, registry: str | None, log) -> str | None:
     """`current` where the local image carries inputs' digest, `pulled` where the registry had it, else None."""
     if images.image_is_current(client, inputs):
-        log(f"{inputs.cell.image} is current (inputs {inputs.digest}); not pulling or building it")
+        log(f"{inputs.cell.image} is current (its label {images.INPUTS_LABEL} is these inputs' digest "
+            f"{inputs.digest}): used as it is, not pulled or built (--no-cache builds it again)")
         return "current"
     if registry and published.pull_published(client, inputs, registry, log):
         return "pulled"

@@ -136,19 +136,20 @@ def check_cached(directory: Path, package: str, version: str) -> list[str]:
 SECURITY_ARCHIVE_ENV = "CPYTHON_PERF_DEBIAN_SECURITY_ARCHIVE"
 
 
-def archive_entries(paths=sources.APT_SOURCE_FILES, environ=None) -> dict[str, dict]:
+def archive_entries(paths=None, environ=None, lists=None) -> dict[str, dict]:
     """This machine's Debian archive entries: {"main": {...}, "security": {...}} (uri, signed_by); the
     security archive is $CPYTHON_PERF_DEBIAN_SECURITY_ARCHIVE where set (as $CPYTHON_PERF_DEBIAN_ARCHIVE
-    names the main one: a machine whose own apt sources are not Debian's, a CI runner), else the entry whose
-    suites end in -security, if the machine has one."""
+    names the main one: a machine whose own apt sources are not Debian's, a CI runner), else the Debian
+    entry (sources.is_debian_entry: never an Ubuntu runner's) whose suites end in -security, if the machine
+    has one.  paths and lists: the machine's own apt files when None."""
     environ = os.environ if environ is None else environ
-    main = sources.machine_archive_entry(paths)
+    main = sources.machine_archive_entry(paths, lists)
     found = {"main": main}
     override = environ.get(SECURITY_ARCHIVE_ENV, "").strip()
-    if override and paths is sources.APT_SOURCE_FILES:
+    if override and paths is None:
         found["security"] = {"uri": override, "signed_by": None}
-    for entry in sources.apt_entries(paths):
-        if "deb" in entry["types"] and entry["uris"] and any(s.endswith("-security") for s in entry["suites"]):
+    for entry in sources.debian_entries(paths, lists):
+        if any(s.endswith("-security") for s in entry["suites"]):
             found.setdefault("security", {"uri": entry["uris"][0], "signed_by": entry.get("signed_by")})
     return found
 

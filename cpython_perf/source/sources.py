@@ -41,6 +41,16 @@ CACHE_ENV = "CPYTHON_PERF_SOURCE_CACHE"
 MIRROR_ENV = "CPYTHON_PERF_PYTHON_ORG_MIRROR"
 PYTHON_ORG_FTP = "https://www.python.org/ftp/python"
 APT_SOURCE_FILES = (Path("/etc/apt/sources.list"), Path("/etc/apt/sources.list.d"))
+# apt's downloaded indices: an entry's Release/InRelease file there names its Origin ("Debian" for Debian's
+# archive and its security archive), which decides whether the entry is Debian's where apt has run.
+APT_LISTS = Path("/var/lib/apt/lists")
+# Debian's codenames (1.1 to the ones after trixie) and suite names.  An entry is taken for Debian's archive by
+# these where apt's lists say nothing: an Ubuntu runner's noble/jammy entries, and a vendor's "prod", are not.
+DEBIAN_CODENAMES = frozenset(
+    "buzz rex bo hamm slink potato woody sarge etch lenny squeeze wheezy jessie stretch buster bullseye "
+    "bookworm trixie forky duke sid".split())
+DEBIAN_SUITE_NAMES = frozenset("oldoldstable oldstable stable testing unstable experimental rc-buggy".split())
+DEBIAN_SUITE_SUFFIXES = ("-security", "-proposed-updates", "-updates", "-backports-sloppy", "-backports")
 # The Debian archive to bootstrap from; wins over the apt sources when set.  Where neither names one (a
 # GitHub Actions runner is Ubuntu), mmdebstrap's own default archive is used (debian_archive_uri()).
 DEBIAN_ARCHIVE_ENV = "CPYTHON_PERF_DEBIAN_ARCHIVE"
@@ -261,20 +271,71 @@ def _from_python_org(recipe: Recipe, tmp: Path, log) -> Path:
 # Debian source packages
 
 
-def machine_archive_entry(paths=APT_SOURCE_FILES) -> dict:
+def is_debian_suite(suite: str) -> bool:
+    """suite is one of Debian's (a codename or suite name, with or without -security, -updates, ...)."""
+    return _suite_base(suite) in DEBIAN_CODENAMES | DEBIAN_SUITE_NAMES
+
+
+def _suite_base(suite: str) -> str:
+    for suffix in DEBIAN_SUITE_SUFFIXES:
+        if suite.endswith(suffix):
+            return suite[:-len(suffix)]
+    return suite
+
+
+def release_origin(uri: str, suite: str, lists: Path | None = None) -> str | None:
+    """The Origin of the Release (or InRelease) file apt downloaded for uri's suite, None where apt's lists
+    do not have it.  apt names the file after the URI without its scheme, '/' made '_'."""
+    lists = APT_LISTS if lists is None else Path(lists)
+    base = uri.split("://", 1)[-1].rstrip("/") + f"/dists/{suite}/"
+    for name in ("InRelease", "Release"):
+        try:
+            text = (lists / (base + name).replace("/", "_")).read_text(errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if line.lower().startswith("origin:"):
+                return line.partition(":")[2].strip()
+    return None
+
+
+def is_debian_entry(entry: dict, lists: Path | None = None) -> bool:
+    """The entry is Debian's archive (or its security archive): the Origin of its Release file where apt's
+    lists have one decides; else its suites must be Debian's and its keyring must not name ubuntu."""
+    for suite in entry["suites"]:
+        origin = release_origin(entry["uris"][0], suite, lists)
+        if origin is not None:
+            return origin.lower() == "debian"
+    keyring = (entry.get("signed_by") or "").lower()
+    if "ubuntu" in keyring:
+        return False
+    # a codename is Debian's; a bare suite name ("stable", as a browser vendor's repository has) only with
+    # Debian's keyring
+    bases = [_suite_base(s) for s in entry["suites"]]
+    return bool(bases) and all(b in DEBIAN_CODENAMES or (b in DEBIAN_SUITE_NAMES and "debian" in keyring)
+                               for b in bases)
+
+
+def debian_entries(paths=None, lists: Path | None = None):
+    """The `deb` entries of the apt sources under paths (the machine's when None) that are Debian's."""
+    for entry in apt_entries(APT_SOURCE_FILES if paths is None else paths):
+        if "deb" in entry["types"] and entry["uris"] and is_debian_entry(entry, lists):
+            yield entry
+
+
+def machine_archive_entry(paths=None, lists: Path | None = None) -> dict:
     """The URI and keyring of this machine's main Debian archive entry.
 
-    Reads deb822 `.sources` files and one-line `sources.list` files; the
-    first `deb` entry whose suites are not -security/-updates/-backports wins.
-    $CPYTHON_PERF_DEBIAN_ARCHIVE, when set, is taken instead of the machine's files (keys: apt's own).
+    Reads deb822 `.sources` and one-line `sources.list` files (the machine's own when paths is None, with
+    apt's lists in lists); the first `deb` entry that is Debian's (is_debian_entry: an Ubuntu runner's
+    archive and a vendor's repository are not) and whose suites are not all -security/-updates/-backports
+    wins.  $CPYTHON_PERF_DEBIAN_ARCHIVE, when set, is taken instead of the machine's files (keys: apt's own).
     """
     override = os.environ.get(DEBIAN_ARCHIVE_ENV, "").strip()
-    if override and paths is APT_SOURCE_FILES:
+    if override and paths is None:
         return {"uri": override, "signed_by": None}
-    for entry in apt_entries(paths):
-        if "deb" not in entry["types"] or not entry["uris"]:
-            continue
-        if all(s.endswith(("-security", "-updates", "-backports")) or "/" in s for s in entry["suites"]):
+    for entry in debian_entries(paths, lists):
+        if all(s.endswith(DEBIAN_SUITE_SUFFIXES) or "/" in s for s in entry["suites"]):
             continue
         return {"uri": entry["uris"][0], "signed_by": entry.get("signed_by")}
     raise _NotHere("this machine has no Debian archive entry in its apt sources")
@@ -297,10 +358,11 @@ def describe_archive(uri: str | None) -> str:
     return f"mmdebstrap's default Debian archive (no ${DEBIAN_ARCHIVE_ENV}, no Debian entry in the apt sources)"
 
 
-def apt_entries(paths=APT_SOURCE_FILES):
-    """Every entry of the apt source files under paths (deb822 `.sources` and one-line `.list` files)."""
+def apt_entries(paths=None):
+    """Every entry of the apt source files under paths (deb822 `.sources` and one-line `.list` files; the
+    machine's own when None)."""
     files: list[Path] = []
-    for p in map(Path, paths):
+    for p in map(Path, APT_SOURCE_FILES if paths is None else paths):
         if p.is_dir():
             files += sorted(f for f in p.iterdir() if f.suffix in (".sources", ".list"))
         elif p.is_file():

@@ -202,6 +202,7 @@ def test_build_without_a_registry_never_pulls(monkeypatch):
     monkeypatch.setattr(sources, "fetch_source", lambda *a, **k: "Python-3.13.5.tar.xz")
     monkeypatch.setattr(images.patches, "check_cell_series",
                         lambda read, source, root, log=print: dataclasses.replace(read, applied=0))   # nothing to apply to a fake tarball
+    monkeypatch.setattr(images, "image_is_current", lambda client, inputs: False)   # no local image of them
     monkeypatch.setattr(images, "build_cell_image", lambda *a, **k: seen.append("build"))
     assert build.build_cell(MATRIX.cell("3.13-fp"), MATRIX, log=lambda *_: None)["how"] == "built"
     assert seen == ["build"]

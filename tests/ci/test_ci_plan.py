@@ -225,15 +225,17 @@ def test_tools_digest_is_the_drivers_with_the_workflows_archive(monkeypatch):
     assert job["tag"] == tag and job["digest"] == tag.split(":")[1]
 
 
-def test_with_no_archive_anywhere_the_plan_takes_mmdebstraps_default(monkeypatch):
-    """A fork's pull request on an Ubuntu runner: no repository variable, no Debian entry in the apt sources.
-    The plan still runs, and its tools image is the one the image job builds with the default archive (the
-    Dockerfile reads the archive from the base image's own sources), not the one of a named archive."""
+@pytest.mark.parametrize("runner", ["ubuntu-24.04", "ubuntu-22.04"])
+def test_with_no_archive_anywhere_the_plan_takes_mmdebstraps_default(monkeypatch, tmp_path, runner):
+    """A fork's pull request on an Ubuntu runner: no repository variable, and the runner's apt files (as
+    GitHub's images lay them out) name Ubuntu's archive and vendors' repositories, no Debian one.  The plan
+    still runs, and its tools image is the one the image job builds with the default archive (the Dockerfile
+    reads the archive from the base image's own sources), not the one of a named archive."""
+    from tests.source.test_apt_archive import UBUNTU_2204, UBUNTU_2404, machine
+    paths, lists = machine(tmp_path, UBUNTU_2404 if runner == "ubuntu-24.04" else UBUNTU_2204)
+    monkeypatch.setattr(sources, "APT_SOURCE_FILES", paths)
+    monkeypatch.setattr(sources, "APT_LISTS", lists)
     monkeypatch.delenv(sources.DEBIAN_ARCHIVE_ENV, raising=False)
-
-    def no_entry(*_args, **_kw):
-        raise sources._NotHere("this machine has no Debian archive entry in its apt sources")
-    monkeypatch.setattr(sources, "machine_archive_entry", no_entry)
     assert sources.debian_archive_uri() is None
     dockerfile = tools.tools_dockerfile(MATRIX, None)
     assert "/etc/apt/sources.list" in dockerfile and "deb None" not in dockerfile

@@ -378,7 +378,8 @@ def test_reruns_find_their_artifacts_and_only_push_and_schedule_write_the_store(
             if str(step.get("uses", "")).startswith("actions/cache"):
                 # the deb lanes' built packages only (apt-repo.yml: tens of MB a lane, 40 minutes to build;
                 # written by main's runs alone), never an image
-                assert name == "apt-repo.yml" and step["with"]["path"].endswith("/.cpython-perf-cache/deb"), name
+                assert name == "apt-repo.yml" and step["with"]["path"].endswith(
+                    "/.cpython-perf-cache/deb/${{ matrix.lane }}"), name
     image = load("image.yml")
     uploads = [s for s in _steps(image) if str(s.get("uses", "")).startswith("actions/upload-artifact@")]
     assert uploads and all(int(s["with"]["retention-days"]) >= 7 for s in uploads)
@@ -555,10 +556,13 @@ def test_the_apt_repository_is_published_from_main_only_and_the_key_reaches_one_
     assert workflow["on"]["push"]["branches"] == ["main"]
     text = (WORKFLOWS / "apt-repo.yml").read_text()
     assert text.count("secrets.APT_SIGNING_KEY") == 2
-    job = workflow["jobs"]["repository"]
-    assert job["environment"] == "apt-repository"
-    readers = [s for s in job["steps"] if "secrets.APT_SIGNING_KEY" in str(s.get("env", {}))]
-    assert [s.get("id") for s in readers] == ["ready", "sign"]
+    jobs = workflow["jobs"]
+    readers = [(job_id, s) for job_id, job in jobs.items() for s in job.get("steps", [])
+               if "secrets.APT_SIGNING_KEY" in str(s.get("env", {}))]
+    assert [(job_id, s.get("id")) for job_id, s in readers] == [("lanes", "ready"), ("repository", "sign")]
+    assert all(jobs[job_id]["environment"] == "apt-repository" for job_id, _ in readers)
+    assert "environment" not in jobs["lane"], "the lane builds never see the signing key"
+    readers = [s for _, s in readers]
     assert readers[0]["env"] == {"HAS_KEY": "${{ secrets.APT_SIGNING_KEY != '' }}"}
     sign = readers[1]
     assert "--key-env APT_SIGNING_KEY" in sign["run"] and "--expect-fingerprint" in sign["run"]
@@ -583,9 +587,40 @@ def test_the_apt_repository_is_signed_again_every_week_before_its_valid_until_pa
     minute, hour, day, month, weekday = cron.split()
     assert (day, month) == ("*", "*") and weekday.isdigit(), f"{cron}: once a week"
     assert apt_repo.DEFAULT_VALID_FOR_DAYS >= 2 * 7
+    assert "github.event_name != 'schedule'" in workflow["jobs"]["lane"]["if"]
+    assert "github.event_name == 'schedule'" in workflow["jobs"]["repository"]["if"]
     steps = {s.get("name"): s for s in workflow["jobs"]["repository"]["steps"]}
-    assert "github.event_name != 'schedule'" in steps["build and check every lane"]["if"]
     sign = steps["sign the repository"]
     assert sign["env"]["EVENT"] == "${{ github.event_name }}"
-    assert 'if [ "$EVENT" = schedule ]; then refresh=(--refresh-from "$url"); fi' in sign["run"]
-    assert '"${refresh[@]}"' in sign["run"]
+    assert 'which=(--refresh-from "$url")' in sign["run"] and 'which+=(--lane "$lane")' in sign["run"]
+    assert '"${which[@]}"' in sign["run"]
+
+
+def test_the_apt_repository_builds_one_lane_a_job_then_assembles():
+    """A job a lane (a matrix from matrix.yaml's lanes: side by side, a failed one re-run alone), each uploading
+    its built packages; the repository job downloads them into the driver's cache, names every lane (one
+    missing fails there, no suite is dropped from the published repository) and runs only when every lane
+    succeeded, or on the weekly run that builds nothing."""
+    from cpython_perf.matrix import load_matrix
+
+    jobs = load("apt-repo.yml")["jobs"]
+    lane = jobs["lane"]
+    assert lane["strategy"]["matrix"]["lane"] == "${{ fromJSON(needs.lanes.outputs.lanes) }}"
+    assert lane["strategy"]["fail-fast"] is False
+    assert int(lane["timeout-minutes"]) <= 120
+    assert "lanes=" in jobs["lanes"]["steps"][-1]["run"] and "load_matrix().distros" in jobs["lanes"]["steps"][-1]["run"]
+    assert len(load_matrix().distros) >= 2
+    build = next(s for s in lane["steps"] if "nox -s" in s.get("run", ""))
+    assert build["env"] == {"LANE": "${{ matrix.lane }}"} and '"deb-$LANE"' in build["run"]
+    [upload] = [s for s in lane["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact@")]
+    assert upload["with"]["name"] == "deb-lane-${{ matrix.lane }}"
+    assert upload["with"]["path"].endswith("/.cpython-perf-cache/deb/${{ matrix.lane }}")
+    assert upload["with"]["include-hidden-files"] is True and upload["with"]["if-no-files-found"] == "error"
+    repository = jobs["repository"]
+    assert repository["needs"] == ["lanes", "lane"]
+    assert "!cancelled()" in repository["if"] and "needs.lane.result == 'success'" in repository["if"]
+    [download] = [s for s in repository["steps"] if str(s.get("uses", "")).startswith("actions/download-artifact@")]
+    assert download["with"]["pattern"] == "deb-lane-*"
+    moved = next(s for s in repository["steps"] if s.get("name") == "into the driver's cache")
+    assert '.cpython-perf-cache/deb/${artifact##*/deb-lane-}' in moved["run"]
+    assert all("timeout-minutes" in job and int(job["timeout-minutes"]) < 300 for job in jobs.values())
