@@ -273,7 +273,8 @@ def test_build_with_a_registry_uses_a_current_local_image_without_asking_it(tmp_
     done = subprocess.run([sys.executable, "-m", "cpython_perf", "build", CELL, "--registry", closed], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300,
                           env=dict(os.environ, PYTHONPATH=str(PROJECT_ROOT)))
     assert done.returncode == 0, done.stderr
-    assert f"cpython-perf:{CELL} is current (inputs {inputs.digest}); not pulling or building it" in done.stdout
+    assert (f"cpython-perf:{CELL} is current (its label org.cpython-perf.inputs is these inputs' digest "
+            f"{inputs.digest}): used as it is, not pulled or built") in done.stdout
 
 
 def built_here(client, name: str):
