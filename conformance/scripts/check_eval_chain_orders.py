@@ -38,10 +38,9 @@ import shutil
 import signal
 import subprocess
 import sys
-import sysconfig
 import tempfile
 
-from childcheck import describe_exit, finish, read_to_end, remove_perf_files
+from childcheck import build_extension, describe_exit, finish, read_to_end, remove_perf_files
 
 CANNOT_CHECK = 2
 STEPS = "CDRAJX"
@@ -140,8 +139,8 @@ calls(PyObject *self, PyObject *unused)
     return Py_BuildValue("(ll)", calls_chaining, calls_direct);
 }
 
-/* 'C' or 'D' if the interpreter's evaluator is one of these, 'T' the
-   default, '?' another (the trampoline's). */
+/* "C" or "D" if the interpreter's evaluator is one of these, "default"
+   for the default one, "other" for another (the trampoline's). */
 static PyObject *
 top(PyObject *self, PyObject *unused)
 {
@@ -260,22 +259,6 @@ def run(seq, calls):
 '''
 
 
-def build_extension(workdir):
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        return "no C compiler in this image"
-    src = os.path.join(workdir, "_evalchain.c")
-    with open(src, "w") as fh:
-        fh.write(EXTENSION)
-    out = os.path.join(workdir, "_evalchain" + sysconfig.get_config_var("EXT_SUFFIX"))
-    include = sysconfig.get_paths()["include"]
-    flags = ["-shared", "-fPIC", "-O1", f"-I{include}", "-o", out, src]
-    build = subprocess.run([cc, *flags], capture_output=True, text=True, timeout=300)
-    if build.returncode != 0:
-        return f"the test extension does not build: {build.stderr.strip()[-500:]}"
-    return None
-
-
 def run_forked(seq, namespace):
     """Run one sequence in a forked child; its problems (a crash is one)."""
     read_end, write_end = os.pipe()
@@ -334,7 +317,7 @@ def main():
         return CANNOT_CHECK
     workdir = tempfile.mkdtemp()
     try:
-        why = build_extension(workdir)
+        _, why = build_extension(EXTENSION, workdir, "_evalchain")
         if why:
             print(f"cannot check: {why}")
             return CANNOT_CHECK

@@ -23,14 +23,12 @@ Exit 2 (cannot check) when the hook extension cannot be built.
 """
 import json
 import os
-import shutil
 import struct
 import subprocess
 import sys
-import sysconfig
 import tempfile
 
-from childcheck import offers_perf_jit
+from childcheck import build_extension, offers_perf_jit
 
 CANNOT_CHECK = 2
 
@@ -157,23 +155,6 @@ print(json.dumps(out))
 '''
 
 
-def build_hook(workdir):
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        return None, "no C compiler (cc) to build the eval hook extension"
-    include = sysconfig.get_path("include") or sysconfig.get_config_var("INCLUDEPY")
-    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-    src = os.path.join(workdir, "evalhook.c")
-    with open(src, "w") as fh:
-        fh.write(HOOK_C)
-    out = os.path.join(workdir, "evalhook" + suffix)
-    proc = subprocess.run([cc, "-shared", "-fPIC", "-O1", "-I", include, "-o", out, src],
-                          capture_output=True, text=True, timeout=300)
-    if proc.returncode != 0:
-        return None, f"cc could not build the eval hook extension: {proc.stderr.strip()[-800:]}"
-    return out, None
-
-
 def jitdump_names(path):
     with open(path, "rb") as fh:
         data = fh.read()
@@ -246,7 +227,7 @@ def run(workdir, backend):
 
 def main():
     with tempfile.TemporaryDirectory(prefix="evalhook-") as workdir:
-        lib, why = build_hook(workdir)
+        lib, why = build_extension(HOOK_C, workdir, "evalhook")
         if lib is None:
             print(f"cannot check: {why}")
             return CANNOT_CHECK

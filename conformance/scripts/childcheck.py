@@ -11,6 +11,7 @@ import signal
 import struct
 import subprocess
 import sys
+import sysconfig
 
 JITDUMP_MAGIC = 0x4A695444
 JITDUMP_HEADER_SIZE = 40
@@ -195,6 +196,25 @@ def build_shim(source, workdir, name, defines=()):
         return None, (f"the shim built with {cc} breaks a plain `{sys.executable} -c pass` here "
                       f"({describe_exit(probe.returncode)}{said}), so it is not used")
     return lib, None
+
+
+def build_extension(source, workdir, name):
+    """Build a C extension module `name` from source with the image's cc against this interpreter's headers, in
+    workdir (importable once workdir is on sys.path): (path of the module, None) or (None, why not)."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        return None, f"no C compiler (cc) to build the {name} extension"
+    include = sysconfig.get_path("include") or sysconfig.get_config_var("INCLUDEPY")
+    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    src = os.path.join(workdir, name + ".c")
+    with open(src, "w") as fh:
+        fh.write(source)
+    out = os.path.join(workdir, name + suffix)
+    proc = subprocess.run([cc, "-shared", "-fPIC", "-O1", "-I", include, "-o", out, src],
+                          capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        return None, f"cc could not build the {name} extension: {proc.stderr.strip()[-800:]}"
+    return out, None
 
 
 def preload_env(lib, **extra):
