@@ -154,6 +154,14 @@ def main(argv: list[str] | None = None) -> int:
                              "[--seconds N] [--out DIR] [-F HZ] [--perf-image IMAGE | --host-perf] "
                              "[-- PERF RECORD OPTIONS]")
     outside.add_arguments(p)
+    from .record import activate
+
+    p = sub.add_parser("activate", help="switch the perf trampoline of a running Python process from outside "
+                                        "it (gdb asks, the interpreter switches at a safe point): a service "
+                                        "started without -X perf (cpython_perf/record/activate.py)",
+                       usage="python -m cpython_perf activate (--container NAME [--pid PID] | --pid PID) "
+                             "[--mode perf|perf_jit|off] [--timeout S] [--tools-image IMAGE | --host-gdb]")
+    activate.add_arguments(p)
     p = sub.add_parser("clean-tmp", help="remove the perf maps and jitdumps of processes that are gone: never one "
                                          "whose process runs, that a process holds open, or that a recording "
                                          "names (cpython_perf/record/clean_tmp.py)")
@@ -250,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
             return profile.main(matrix, args, program, _log)
         elif args.command == "record":
             return outside.main(matrix, args, _log)
+        elif args.command == "activate":
+            return activate.main(matrix, args, _log)
         elif args.command == "clean-tmp":
             return clean_tmp.run(args, _log)
         elif args.command == "reproducibility":

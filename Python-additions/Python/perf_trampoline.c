@@ -1628,3 +1628,211 @@ _PyPerfTrampoline_SysIsActive(void)
     }
     Py_RETURN_FALSE;
 }
+
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+#include "pycore_atomic.h"            // _Py_atomic_store_relaxed()
+#include "pycore_interp.h"            // PyInterpreterState.ceval
+
+/* ---- Switching the trampoline from outside the process ---------------------
+ *
+ *
+ * A service that was started without -X perf cannot be restarted to be
+ * profiled.  Calling sys.activate_stack_trampoline() in it with a debugger
+ * (gdb's `call`, a ptrace injector) runs interpreter code at whatever
+ * instruction the thread was stopped: in the middle of an allocation, with
+ * the GIL held by another thread, inside the eval loop's own bookkeeping.
+ * Here the debugger only leaves a request, which the interpreter carries out
+ * itself at a safe point.
+ *
+ * _PyPerf_RemoteRequest() is what the debugger calls.  Like a signal handler
+ * it takes no lock, allocates nothing and calls nothing that could: it stores
+ * the request and sets the eval breaker, the flag the eval loop tests between
+ * instructions.  The thread that next finds the flag set, holding the GIL in
+ * the main interpreter, calls _PyPerf_HandleRemoteRequest(), which makes the
+ * same call a Python program would (sys.activate_stack_trampoline(backend) or
+ * sys.deactivate_stack_trampoline()), with the same checks and errors, and
+ * publishes the outcome in _PyPerf_Remote for the debugger to read.
+ *
+ * Which thread acts: one that runs Python code.  The eval breaker of the main
+ * thread is set (as for a signal), and that of the calling thread where it is
+ * attached to the main interpreter; before 3.12 the breaker is the
+ * interpreter's, seen by every thread.  A process whose threads all wait in
+ * system calls acts when one of them runs Python code again.
+ */
+
+
+_PyPerf_RemoteState _PyPerf_Remote = {
+    .magic = _PyPerf_REMOTE_MAGIC,
+    .version = _PyPerf_REMOTE_VERSION,
+};
+
+/* Set while a thread carries out a request: a free-threaded build can have
+ * two threads at the eval breaker at once, and the call can run code that
+ * reaches the eval breaker again. */
+static int handling;
+
+static PyInterpreterState *
+main_interpreter(void)
+{
+    return _PyRuntime.interpreters.main;
+}
+
+uint64_t
+_PyPerf_RemoteRequest(int mode)
+{
+    if (mode != _PyPerf_REMOTE_OFF && mode != _PyPerf_REMOTE_PERF
+        && mode != _PyPerf_REMOTE_PERF_JIT)
+    {
+        return 0;
+    }
+    PyInterpreterState *interp = main_interpreter();
+    if (interp == NULL) {
+        return 0;
+    }
+    __atomic_store_n(&_PyPerf_Remote.mode, mode, __ATOMIC_RELAXED);
+    uint64_t number = __atomic_add_fetch(&_PyPerf_Remote.requested, 1,
+                                         __ATOMIC_RELEASE);
+    // Before 3.12 the eval breaker is the interpreter's: any thread running
+    // Python code in it sees the flag.  It is computed again once the request
+    // is handled (eval_frame_handle_pending()), as on Windows after a signal.
+    _Py_atomic_store_relaxed(&interp->ceval.eval_breaker, 1);
+    return number;
+}
+
+static void
+set_message(const char *text)
+{
+    size_t n = strlen(text);
+    if (n >= sizeof(_PyPerf_Remote.message)) {
+        n = sizeof(_PyPerf_Remote.message) - 1;
+        // not in the middle of a UTF-8 sequence
+        while (n > 0 && ((unsigned char)text[n] & 0xC0) == 0x80) {
+            n--;
+        }
+    }
+    memcpy(_PyPerf_Remote.message, text, n);
+    _PyPerf_Remote.message[n] = '\0';
+}
+
+/* The exception set (cleared), and setting it back: one object from 3.12,
+ * three before. */
+typedef struct { PyObject *type, *value, *tb; } saved_exception;
+
+static saved_exception
+take_exception(void)
+{
+    saved_exception saved;
+    PyErr_Fetch(&saved.type, &saved.value, &saved.tb);
+    return saved;
+}
+
+static void
+restore_exception(saved_exception saved)
+{
+    PyErr_Restore(saved.type, saved.value, saved.tb);
+}
+
+static PyObject *
+exception_value(saved_exception *saved)
+{
+    PyErr_NormalizeException(&saved->type, &saved->value, &saved->tb);
+    return saved->value;
+}
+
+/* "TypeName: text" of the exception set, which is cleared. */
+static void
+set_message_from_exception(void)
+{
+    saved_exception failure = take_exception();
+    PyObject *value = exception_value(&failure);
+    PyObject *text = NULL;
+    if (value != NULL) {
+        text = PyUnicode_FromFormat("%s: %S", Py_TYPE(value)->tp_name, value);
+    }
+    const char *utf8 = text != NULL ? PyUnicode_AsUTF8(text) : NULL;
+    set_message(utf8 != NULL ? utf8 : "an exception that could not be shown");
+    PyErr_Clear();
+    Py_XDECREF(text);
+    restore_exception(failure);
+    PyErr_Clear();
+}
+
+/* sys.<name>(*args) as the sys module has it; NULL with an exception set. */
+static PyObject *
+call_sys(const char *name, const char *backend)
+{
+    PyObject *func = PySys_GetObject(name);       // borrowed
+    if (func == NULL) {
+        PyErr_Format(PyExc_RuntimeError, "sys.%s is missing", name);
+        return NULL;
+    }
+    if (!PyCFunction_Check(func)) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "sys.%s was replaced (by %.100s): not called", name,
+                     Py_TYPE(func)->tp_name);
+        return NULL;
+    }
+    if (backend != NULL) {
+        return PyObject_CallFunction(func, "s", backend);
+    }
+    return PyObject_CallNoArgs(func);
+}
+
+void
+_PyPerf_HandleRemoteRequest(PyThreadState *tstate)
+{
+    if (tstate->interp != main_interpreter()) {
+        return;
+    }
+    if (_Py_IsFinalizing()) {
+        return;
+    }
+    int expected = 0;
+    if (!__atomic_compare_exchange_n(&handling, &expected, 1, 0,
+                                     __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+    {
+        return;
+    }
+    uint64_t number = __atomic_load_n(&_PyPerf_Remote.requested,
+                                      __ATOMIC_ACQUIRE);
+    int mode = __atomic_load_n(&_PyPerf_Remote.mode, __ATOMIC_RELAXED);
+
+    // The thread may be between an exception being set and its handling
+    // (an eval breaker check in the middle of unwinding): keep it.
+    saved_exception saved = take_exception();
+
+    PyObject *res;
+    if (mode == _PyPerf_REMOTE_OFF) {
+        res = call_sys("deactivate_stack_trampoline", NULL);
+    }
+    else {
+        res = call_sys("activate_stack_trampoline",
+                       mode == _PyPerf_REMOTE_PERF ? "perf" : "perf_jit");
+    }
+    int result;
+    if (res == NULL) {
+        result = _PyPerf_REMOTE_FAILED;
+        set_message_from_exception();
+    }
+    else {
+        result = _PyPerf_REMOTE_DONE;
+        Py_DECREF(res);
+        set_message(mode == _PyPerf_REMOTE_OFF ? "off"
+                    : mode == _PyPerf_REMOTE_PERF ? "perf" : "perf_jit");
+    }
+    int active = -1;
+    PyObject *is_active = call_sys("is_stack_trampoline_active", NULL);
+    if (is_active != NULL) {
+        active = PyObject_IsTrue(is_active);
+        Py_DECREF(is_active);
+    }
+    PyErr_Clear();
+
+    restore_exception(saved);
+    _PyPerf_Remote.result = result;
+    _PyPerf_Remote.active = active;
+    // last: the debugger reads the outcome once `handled` reaches its number
+    __atomic_store_n(&_PyPerf_Remote.handled, number, __ATOMIC_RELEASE);
+    __atomic_store_n(&handling, 0, __ATOMIC_RELEASE);
+}
+#endif  /* PY_HAVE_PERF_TRAMPOLINE */

@@ -169,6 +169,62 @@ extern PyObject *_PyPerfTrampoline_SysIsActive(void);
    object to release with Py_XDECREF after use. */
 extern const char *_PyPerf_CodeStringUTF8(PyObject *str, PyObject **tofree);
 
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+#include <stdint.h>               // uint64_t, int32_t
+
+/* Switching the perf trampoline from outside the process (Python/perf_trampoline.c).
+ *
+ * A debugger attached to a running interpreter (gdb, as `python -m cpython_perf
+ * activate` drives it) calls _PyPerf_RemoteRequest(mode) in one of its threads
+ * at whatever instruction that thread was stopped: the function only stores
+ * to this structure and sets eval-breaker bits, as a signal handler may.  The
+ * interpreter acts on the request later, at a safe point (the eval breaker),
+ * in a thread of the main interpreter that holds the GIL, as if that thread
+ * had called sys.activate_stack_trampoline(); it then publishes the outcome
+ * here, where the debugger reads it (/proc/PID/mem).  The layout is read from
+ * outside: fields are only ever added at the end (`version` says which). */
+
+#define _PyPerf_REMOTE_MAGIC "cpython-perf rq"   // 15 characters and the NUL
+#define _PyPerf_REMOTE_VERSION 1
+
+/* mode of a request */
+#define _PyPerf_REMOTE_OFF 0          // sys.deactivate_stack_trampoline()
+#define _PyPerf_REMOTE_PERF 1         // sys.activate_stack_trampoline("perf")
+#define _PyPerf_REMOTE_PERF_JIT 2     // sys.activate_stack_trampoline("perf_jit")
+
+/* result of the request last handled */
+#define _PyPerf_REMOTE_DONE 0         // message: the backend now active, or "off"
+#define _PyPerf_REMOTE_FAILED 1       // message: the exception the call raised
+
+typedef struct {
+    char magic[16];
+    uint32_t version;
+    int32_t mode;                 // of the newest request
+    uint64_t requested;           // number of the newest request (0: none yet)
+    uint64_t handled;             // number of the newest request handled
+    int32_t result;               // of the request numbered `handled`
+    int32_t active;               // sys.is_stack_trampoline_active() after it
+    char message[240];            // UTF-8, NUL-terminated
+} _PyPerf_RemoteState;
+
+PyAPI_DATA(_PyPerf_RemoteState) _PyPerf_Remote;
+
+/* Async-signal-safe: the number of the request, 0 if mode is not one of the
+ * above or the runtime is not running. */
+PyAPI_FUNC(uint64_t) _PyPerf_RemoteRequest(int mode);
+
+/* Called at the eval breaker with the GIL held (or the thread attached, in a
+ * free-threaded build) when _PyPerf_RemoteRequestPending(). */
+extern void _PyPerf_HandleRemoteRequest(PyThreadState *tstate);
+
+static inline int
+_PyPerf_RemoteRequestPending(void)
+{
+    return __atomic_load_n(&_PyPerf_Remote.requested, __ATOMIC_ACQUIRE)
+           != __atomic_load_n(&_PyPerf_Remote.handled, __ATOMIC_RELAXED);
+}
+#endif
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,129 @@
+# requires: perf
+"""The trampoline's per-call entry points save no register on their common path.
+
+Every Python call under the trampoline goes through its evaluator (from 3.13
+also through _PyPerf_EvalPushedFrame, which the eval loop calls for a frame it
+would have run inline).  Their common path tests the frame's code object, then
+jumps to its trampoline: a tail call, with nothing kept on the stack.  Rare
+work in them (reading the thread's stack bounds, refusing a frame when the C
+stack is nearly full, publishing a new code object) belongs out of line;
+inlined, its calls make the compiler save callee-saved registers in the
+prologue, and then every call pays for them (six pushes and pops made -X perf
+on a generator benchmark cost 1.569 times the instructions of a run without
+it instead of 1.465).
+
+The functions are disassembled with objdump from the interpreter's own symbol
+table.  Must hold for each one found: from its first instruction to the first
+indirect jump (the tail call into a trampoline), in address order, no
+callee-saved register is pushed or stored and the stack pointer is not moved.
+Where the interpreter is not built with the project's series (no
+sys._stack_trampoline_backend), an evaluator that calls its trampoline
+instead of jumping to it is CPython's own form: exit 2.  Exit 2 (cannot
+check) without objdump, on an architecture other than x86-64
+and aarch64, or where the binary has neither function's symbol (stripped, or
+no trampoline).
+"""
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+
+from childcheck import finish
+
+CANNOT_CHECK = 2
+SERIES = hasattr(sys, "_stack_trampoline_backend")   # the project's series, in every version it patches
+FUNCTIONS = ("_PyPerf_EvalPushedFrame", "py_trampoline_evaluator")
+
+X86_SAVE = re.compile(r"^\s*(push\s+%(rbx|rbp|r12|r13|r14|r15)\b|sub\s+\$0x[0-9a-f]+,%rsp|"
+                      r"mov\s+%(rbx|rbp|r12|r13|r14|r15),-?(0x[0-9a-f]+)?\(%rsp\))")
+X86_TAIL = re.compile(r"^\s*jmp\s+\*")
+ARM_SAVE = re.compile(r"^\s*(stp\s+(x(19|2[0-9])|x29|x30),|str\s+(x(19|2[0-9])|x29|x30),|"
+                      r"sub\s+sp,\s*sp,)")
+ARM_TAIL = re.compile(r"^\s*br\s+x")
+
+
+def binaries():
+    """The interpreter's executable and, in a shared build, libpython."""
+    found = [os.path.realpath(sys.executable)]
+    if sysconfig.get_config_var("Py_ENABLE_SHARED"):
+        lib = os.path.join(sysconfig.get_config_var("LIBDIR") or "", sysconfig.get_config_var("INSTSONAME") or "")
+        if os.path.exists(lib):
+            found.append(os.path.realpath(lib))
+    return found
+
+
+def disassemble(binary, function):
+    """Instructions of function in address order, as (address, text), or None where it has no symbol."""
+    out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", f"--disassemble={function}", binary],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        return None
+    lines = []
+    inside = False
+    for line in out.stdout.splitlines():
+        if re.match(rf"^[0-9a-f]+ <{re.escape(function)}>:", line):
+            inside = True
+            continue
+        if inside:
+            m = re.match(r"^\s*([0-9a-f]+):\s*(.*)$", line)
+            if m:
+                lines.append((int(m.group(1), 16), m.group(2).strip()))
+            elif line.strip() == "" and lines:
+                break
+    return lines or None
+
+
+def main():
+    machine = platform.machine()
+    if machine in ("x86_64", "amd64"):
+        save, tail = X86_SAVE, X86_TAIL
+    elif machine in ("aarch64", "arm64"):
+        save, tail = ARM_SAVE, ARM_TAIL
+    else:
+        print(f"cannot check: the register-save patterns are written for x86-64 and aarch64, not {machine}")
+        return CANNOT_CHECK
+    if shutil.which("objdump") is None:
+        print("cannot check: no objdump (binutils) here")
+        return CANNOT_CHECK
+    problems = []
+    checked = []
+    for function in FUNCTIONS:
+        code = None
+        for binary in binaries():
+            code = disassemble(binary, function)
+            if code:
+                break
+        if not code:
+            continue
+        checked.append(function)
+        path = []
+        for address, text in code:
+            if tail.match(text):
+                break
+            path.append((address, text))
+        else:
+            if not SERIES:
+                print(f"cannot check: {function} calls its trampoline instead of jumping to it, as CPython "
+                      "without the project's series does")
+                return CANNOT_CHECK
+            problems.append(f"{function}: no indirect jump (the tail call into a trampoline) in its "
+                            f"{len(code)} instructions")
+            continue
+        saves = [f"{address:x}: {text}" for address, text in path if save.match(text)]
+        if saves:
+            problems.append(f"{function} saves registers or moves the stack pointer before its tail call "
+                            f"({len(path)} instructions to it):\n    " + "\n    ".join(saves))
+        else:
+            print(f"{function}: {len(path)} instructions to the tail call, no register saved")
+    if not checked:
+        print(f"cannot check: none of {', '.join(FUNCTIONS)} in {', '.join(binaries())}'s symbols "
+              "(stripped, or no trampoline)")
+        return CANNOT_CHECK
+    return finish(problems)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
