@@ -255,6 +255,9 @@ def pytest_generate_tests(metafunc):
         params = [c for c in cells if not c.vanilla]
         metafunc.parametrize("patched_cell", params, ids=[c.name for c in params])
     elif "cell" in names:
+        # tests marked also_external run on the --image/--python target too (it duck-types a cell)
+        if metafunc.definition.get_closest_marker("also_external"):
+            cells = [*cells, *selected_targets(metafunc.config)]
         metafunc.parametrize("cell", cells, ids=[c.name for c in cells])
 
 
@@ -342,6 +345,25 @@ def image_for(cell, docker_client) -> str:
     if not cell.foreign:   # an emulated image may not run here without qemu-user; a native one does
         check_engine_paths(docker_client, got)
     return got
+
+
+def image_of(cell, docker_client) -> str:
+    """The image a test runs: a cell's (image_for) or an external target's as it is (target_image)."""
+    if isinstance(cell, external.ExternalTarget):
+        return target_image(cell, docker_client)
+    return image_for(cell, docker_client)
+
+
+def python_of(cell) -> str:
+    """The interpreter to start in the image: an external target's --python, a cell's python3."""
+    return cell.python if isinstance(cell, external.ExternalTarget) else "python3"
+
+
+def perf_of(cell, docker_client, tmp_path_factory) -> str:
+    """The perf command in the image: an external target's as its facts found it (perf_X.Y), a cell's perf."""
+    if isinstance(cell, external.ExternalTarget):
+        return facts_for(cell, docker_client, tmp_path_factory).perf.command or "perf"
+    return "perf"
 
 
 def perf_cap_for(image: str, docker_client) -> str:

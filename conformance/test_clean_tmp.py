@@ -16,31 +16,33 @@ clean-tmp removes nothing (which processes that recording holds cannot be read u
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 
 import pytest
 
 from conftest import not_applicable
 
-pytestmark = pytest.mark.needs_perf   # skipped on build-only cells (conftest)
+# skipped on build-only cells; also run on an --image/--python target, e.g. a deb lane's installed package
+pytestmark = [pytest.mark.needs_perf, pytest.mark.also_external]
 DRIVER = Path(__file__).resolve().parent.parent / "cpython_perf"
 
 SHELL = r"""
 set -eu
 cd /src
 export PYTHONPATH=/driver
-CLEAN="python3 -m cpython_perf.record.clean_tmp --older-than 0"
-python3 -X perf /src/outside_workers.py /dev/null 0.2 3 > workers.txt
+CLEAN="$PY -m cpython_perf.record.clean_tmp --older-than 0"
+$PY -X perf /src/outside_workers.py /dev/null 0.2 3 > workers.txt
 HELD=$(awk '$1 == "worker" {print $2; exit}' workers.txt)
 sleep 60 < /tmp/perf-$HELD.map &
 HOLDER=$!
-python3 -X perf -c 'import os, time; print(os.getpid(), flush=True); time.sleep(60)' > live.txt &
+$PY -X perf -c 'import os, time; print(os.getpid(), flush=True); time.sleep(60)' > live.txt &
 LIVE=$!
-perf record -q $PERF_EVENT -g -o /src/kept.data -- python3 -X perf -c 'import os; print(os.getpid())' > recorded.txt
+$PERF record -q $PERF_EVENT -g -o /src/kept.data -- $PY -X perf -c 'import os; print(os.getpid())' > recorded.txt
 while [ ! -s live.txt ]; do sleep 0.05; done
 $CLEAN --keep-for /src/kept.data > first.txt
-python3 -X perf -c 'import os; print(os.getpid())' > later.txt
-perf record -q $PERF_EVENT -o - -- sleep 4 | cat > /dev/null &
+$PY -X perf -c 'import os; print(os.getpid())' > later.txt
+$PERF record -q $PERF_EVENT -o - -- sleep 4 | cat > /dev/null &
 PIPE=$!
 sleep 1.5
 $CLEAN > second.txt
@@ -69,7 +71,8 @@ def test_clean_tmp_beside_real_processes_and_recordings(cell, runner_for, record
     runner = runner_for(cell)
     runner.extra_mounts[DRIVER] = "/driver/cpython_perf"
     event = f"-e {runner.event}" if runner.event else ""
-    result = runner.run(f"PERF_EVENT='{event}'\n" + SHELL, timeout=300)
+    settings = f"PERF_EVENT='{event}'\nPY={shlex.quote(runner.python)}\nPERF={shlex.quote(runner.perf)}\n"
+    result = runner.run(settings + SHELL, timeout=300)
     src = runner.src
     said = {name: (src / name).read_text() if (src / name).exists() else ""
             for name in ("workers.txt", "live.txt", "recorded.txt", "later.txt", "first.txt", "second.txt",

@@ -24,20 +24,21 @@ import pytest
 from cpython_perf.record import outside
 from cpython_perf.record.perf_samples import PERF_SCRIPT_FIELDS, chain_report, parse_perf_script, py_symbol
 
-from conftest import MATRIX, SCRIPTS, assert_chain, image_for, not_applicable
+from conftest import MATRIX, SCRIPTS, assert_chain, image_of, not_applicable, python_of
 
-pytestmark = pytest.mark.needs_perf   # skipped on build-only cells (conftest)
+# skipped on build-only cells; also run on an --image/--python target, e.g. a deb lane's installed package
+pytestmark = [pytest.mark.needs_perf, pytest.mark.also_external]
 PROGRAM = "/src/outside_workers.py"
 SECONDS, WORKERS = 1.0, 2   # workers that live one second each
 CHAIN = [py_symbol(f, PROGRAM) for f in ("foo", "bar", "baz", "<module>")]
 WORKER_CHAIN = [py_symbol(f, PROGRAM) for f in ("foo", "bar", "baz", "work")]
 
 
-def start_program(client, image: str, mode: str, gate: Path):
+def start_program(client, image: str, mode: str, gate: Path, python: str = "python3"):
     gate.mkdir()
     gate.chmod(0o777)
     return client.containers.run(
-        image, ["python3", "-X", mode, PROGRAM, "/gate/go", str(SECONDS), str(WORKERS)], detach=True,
+        image, [python, "-X", mode, PROGRAM, "/gate/go", str(SECONDS), str(WORKERS)], detach=True,
         volumes={str(SCRIPTS): {"bind": "/src", "mode": "ro"}, str(gate): {"bind": "/gate", "mode": "rw"}})
 
 
@@ -49,8 +50,14 @@ def test_recorded_from_outside_read_after_exit(cell, mode, docker_client, tmp_pa
         not_applicable("vanilla", f"{cell.name} is a vanilla twin: its chains are not checked")
     if mode not in cell.backends:
         not_applicable(f"mode:{mode}", f"{cell.name}'s interpreter does not offer {mode}")
-    image = image_for(cell, docker_client)
-    container = start_program(docker_client, image, mode, tmp_path / "gate")
+    image = image_of(cell, docker_client)
+    container = start_program(docker_client, image, mode, tmp_path / "gate", python_of(cell))
+    deadline = time.monotonic() + 60
+    while b"main " not in container.logs():   # started: its jitdump or map is there for record to see
+        container.reload()
+        assert container.status == "running" and time.monotonic() < deadline, (
+            f"the program did not start in {image}: {container.logs().decode(errors='replace')[-1500:]}")
+        time.sleep(0.1)
     container.reload()
     main_pid = container.attrs["State"]["Pid"]
     started = threading.Event()

@@ -15,26 +15,31 @@ vanilla twin (CPython as released) the request must be refused, saying the inter
 
 from __future__ import annotations
 
+import shutil
 import time
 
 import pytest
 
 from cpython_perf.build import containers
+from cpython_perf.check import external
 from cpython_perf.record import activate
 from cpython_perf.record.perf_samples import PERF_SCRIPT_FIELDS, chain_report, parse_perf_script, py_symbol
 
-from conftest import MATRIX, SCRIPTS, assert_chain, image_for, not_applicable, perf_event_for
+from conftest import (MATRIX, SCRIPTS, assert_chain, cannot_run, image_of, not_applicable, perf_event_for, perf_of,
+                      python_of)
 
-pytestmark = pytest.mark.needs_perf   # skipped on build-only cells (conftest)
+# skipped on build-only cells; also run on an --image/--python target, e.g. a deb lane's installed package
+pytestmark = [pytest.mark.needs_perf, pytest.mark.also_external]
 PROGRAM = "/src/remote_targets.py"
 CHAIN = [py_symbol(f, PROGRAM) for f in ("baz", "bar", "foo")]
 TIMEOUT = 20.0
+NO_SERIES = "not built with the cpython-perf series"   # activate's answer on an interpreter without the series
 RECORD_SECONDS = 2
 
 
-def start_target(client, image: str, target: str):
+def start_target(client, image: str, target: str, python: str = "python3", pid_mode: str | None = None):
     container = client.containers.run(
-        image, ["python3", PROGRAM, target], detach=True,
+        image, [python, PROGRAM, target], detach=True, pid_mode=pid_mode,
         cap_add=containers.container_capabilities(["SYS_ADMIN"]),
         volumes={str(SCRIPTS): {"bind": "/src", "mode": "ro"}})
     deadline = time.monotonic() + 60
@@ -65,19 +70,34 @@ def gate(cell) -> None:
         not_applicable("foreign", f"{cell.name}: gdb and perf cannot work on a program under qemu-user")
 
 
+def switch(client, container, cell, mode: str, pid: int | None = None, host_gdb: bool = False) -> tuple[int, dict]:
+    """activate --container (or, with pid, activate --pid of this machine): its exit status and report.  An
+    external target whose interpreter lacks the series (a stock image) is skipped with the command's reason;
+    a cell without it fails."""
+    if pid is None:
+        status, report = activate.activate(client, MATRIX, container.id, None, mode, TIMEOUT)
+    else:
+        status, report = activate.activate(None if host_gdb else client, MATRIX, None, str(pid), mode, TIMEOUT,
+                                           host_gdb=host_gdb)
+    if isinstance(cell, external.ExternalTarget) and status == 2 and NO_SERIES in report.get("error", ""):
+        pytest.skip(f"{cell.name}: {report['error']}")
+    return status, report
+
+
 @pytest.mark.parametrize("target", ("busy", "sleeping", "threads"))
-def test_switched_on_from_outside_then_recorded(cell, target, docker_client, record_property):
+def test_switched_on_from_outside_then_recorded(cell, target, docker_client, tmp_path_factory, record_property):
     gate(cell)
     if cell.vanilla:
         not_applicable("vanilla", f"{cell.name} is a vanilla twin: test_refused_without_the_series covers it")
     if "perf" not in cell.modes:
         not_applicable("mode:perf", f"{cell.name} does not claim perf (frame pointers): its chain is not "
                        "recorded with perf -g here")
-    image = image_for(cell, docker_client)
-    container = start_target(docker_client, image, target)
+    image = image_of(cell, docker_client)
+    perf = perf_of(cell, docker_client, tmp_path_factory)
+    container = start_target(docker_client, image, target, python_of(cell))
     try:
         began = time.monotonic()
-        status, report = activate.activate(docker_client, MATRIX, container.id, None, "perf", TIMEOUT)
+        status, report = switch(docker_client, container, cell, "perf")
         record_property("activate_seconds", round(time.monotonic() - began, 2))
         print(report)
         assert status == 0 and report.get("state") == "done" and report.get("active") is True, (
@@ -86,17 +106,17 @@ def test_switched_on_from_outside_then_recorded(cell, target, docker_client, rec
         container.reload()
         assert container.status == "running", f"the {target} target stopped: {container.logs()[-1500:]!r}"
 
-        event = perf_event_for(image, "SYS_ADMIN", docker_client)
+        event = perf_event_for(image, "SYS_ADMIN", docker_client, perf)
         options = " ".join(event.record_options())
-        shell = (f"perf record {options} -F 999 -g -p 1 -o /tmp/remote.data -- sleep {RECORD_SECONDS} >/dev/null "
-                 f"2>&1 && perf script -F {PERF_SCRIPT_FIELDS} -i /tmp/remote.data 2>/dev/null")
+        shell = (f"{perf} record {options} -F 999 -g -p 1 -o /tmp/remote.data -- sleep {RECORD_SECONDS} >/dev/null "
+                 f"2>&1 && {perf} script -F {PERF_SCRIPT_FIELDS} -i /tmp/remote.data 2>/dev/null")
         code, output = container.exec_run(["sh", "-c", shell])
         assert code == 0, f"perf in the {target} target failed: {output.decode(errors='replace')[-1500:]}"
         samples = parse_perf_script(output.decode(errors="replace"))
         assert_chain(chain_report(samples, CHAIN), "perf", f"{target} target, switched on from outside",
                      record_property)
 
-        status, report = activate.activate(docker_client, MATRIX, container.id, None, "off", TIMEOUT)
+        status, report = switch(docker_client, container, cell, "off")
         assert status == 0 and report.get("active") is False, f"activate --mode off: exit {status}, {report}"
         assert wait_for_line(container, "inactive"), f"the {target} target still says active: {said(container)}"
         container.reload()
@@ -105,19 +125,50 @@ def test_switched_on_from_outside_then_recorded(cell, target, docker_client, rec
         container.remove(force=True)
 
 
+@pytest.mark.parametrize("gdb", ("tools-image", "host-gdb"))
+def test_switched_on_by_its_pid_on_this_machine(cell, gdb, docker_client):
+    """activate --pid PID of a process of this machine (no --container): gdb from the tools image with the
+    host's pid namespace, or this machine's gdb (--host-gdb).  The program runs in the cell's image with the
+    host's pid namespace, so that its pid there is its pid here (its perf map is named by it)."""
+    gate(cell)
+    if cell.vanilla:
+        not_applicable("vanilla", f"{cell.name} is a vanilla twin: test_refused_without_the_series covers it")
+    if gdb == "host-gdb" and shutil.which("gdb") is None:
+        cannot_run("no gdb on this machine for activate --host-gdb (apt-get install gdb; .ci/run installs it)")
+    image = image_of(cell, docker_client)
+    container = start_target(docker_client, image, "busy", python_of(cell), pid_mode="host")
+    try:
+        container.reload()
+        pid = container.attrs["State"]["Pid"]
+        status, report = switch(docker_client, container, cell, "perf", pid, gdb == "host-gdb")
+        assert status == 0 and report.get("state") == "done" and report.get("active") is True, (
+            f"activate --pid {pid} --mode perf ({gdb}): exit {status}, {report}")
+        assert report.get("pid") == pid, f"the request answered for process {report.get('pid')}, not {pid}"
+        assert wait_for_line(container, "active"), f"the target never saw its trampoline active: {said(container)}"
+        code, _ = container.exec_run(["test", "-s", f"/tmp/perf-{pid}.map"])
+        assert code == 0, f"no /tmp/perf-{pid}.map written after the switch"
+        status, report = switch(docker_client, container, cell, "off", pid, gdb == "host-gdb")
+        assert status == 0 and report.get("active") is False, f"activate --pid {pid} --mode off: {status}, {report}"
+        assert wait_for_line(container, "inactive"), f"the target still says active: {said(container)}"
+        container.reload()
+        assert container.status == "running", f"the target stopped: {container.logs()[-1500:]!r}"
+    finally:
+        container.remove(force=True)
+
+
 def test_perf_jit_switched_on_from_outside(cell, docker_client):
     gate(cell)
     if cell.vanilla or "perf_jit" not in cell.backends:
         not_applicable("mode:perf_jit", f"{cell.name}'s interpreter does not offer perf_jit")
-    image = image_for(cell, docker_client)
-    container = start_target(docker_client, image, "busy")
+    image = image_of(cell, docker_client)
+    container = start_target(docker_client, image, "busy", python_of(cell))
     try:
-        status, report = activate.activate(docker_client, MATRIX, container.id, None, "perf_jit", TIMEOUT)
+        status, report = switch(docker_client, container, cell, "perf_jit")
         assert status == 0 and report.get("state") == "done" and report.get("active") is True, (
             f"activate --mode perf_jit: exit {status}, {report}")
         code, maps = container.exec_run(["cat", "/proc/1/maps"])
         assert b"/tmp/jit-1.dump" in maps, "the jitdump is not mapped (perf inject --jit would not find it)"
-        status, report = activate.activate(docker_client, MATRIX, container.id, None, "off", TIMEOUT)
+        status, report = switch(docker_client, container, cell, "off")
         assert status == 0 and report.get("active") is False, f"activate --mode off: exit {status}, {report}"
     finally:
         container.remove(force=True)
@@ -127,11 +178,11 @@ def test_refused_without_the_series(cell, docker_client):
     gate(cell)
     if not cell.vanilla:
         not_applicable("patched", f"{cell.name} has the series: the other tests switch it")
-    image = image_for(cell, docker_client)
-    container = start_target(docker_client, image, "busy")
+    image = image_of(cell, docker_client)
+    container = start_target(docker_client, image, "busy", python_of(cell))
     try:
         status, report = activate.activate(docker_client, MATRIX, container.id, None, "perf", TIMEOUT)
-        assert status == 2 and "not built with the cpython-perf series" in report.get("error", ""), (
+        assert status == 2 and NO_SERIES in report.get("error", ""), (
             f"activate on {cell.name} (no series): exit {status}, {report}")
         container.reload()
         assert container.status == "running", "the target stopped after gdb attached"

@@ -21,7 +21,8 @@ from cpython_perf.record.perf_samples import chain_report, parse_perf_script, py
 
 from conftest import assert_chain, not_applicable
 
-pytestmark = pytest.mark.needs_perf   # skipped on build-only cells (conftest)
+# skipped on build-only cells; also run on an --image/--python target, e.g. a deb lane's installed package
+pytestmark = [pytest.mark.needs_perf, pytest.mark.also_external]
 SCRIPT = "/src/pool_seed.py"
 START_METHOD = {"perf": "spawn", "perf_jit": "forkserver"}
 WORKER_SECONDS = "0.75"   # at the suite's 9999 Hz: thousands of samples in the worker
@@ -40,7 +41,8 @@ def test_chain_in_a_pool_worker(cell, mode, runner_for, record_property):
                                   "there")
     runner = runner_for(cell)
     method = START_METHOD[mode]
-    run = perf_runs.perf_run(cell, mode, "xoption", SCRIPT, args=(method, WORKER_SECONDS), event=runner.event)
+    run = perf_runs.perf_run(cell, mode, "xoption", SCRIPT, args=(method, WORKER_SECONDS), event=runner.event,
+                             python=runner.python, perf=runner.perf)
     result = runner.run(run.shell, timeout=600)
     assert result.exit_code == 0, f"perf run failed in {runner.image}:\n{run.shell}\n{result.stderr[-3000:]}"
     said = (runner.src / "python.stdout").read_text()

@@ -510,10 +510,11 @@ static void
 stop_dump(off_t complete_size, int err)
 {
     jit_state.stopped = 1;
-    if (complete_size >= 0) {
-        (void)ftruncate(jit_state.fd, complete_size);
+    if (complete_size >= 0 && ftruncate(jit_state.fd, complete_size) == 0) {
         (void)lseek(jit_state.fd, complete_size, SEEK_SET);
     }
+    // else the partial record stays: perf inject stops reading there, and
+    // nothing is written after it
     fprintf(stderr, "Python: warning: perf trampoline: writing "
             "/tmp/jit-%ld.dump failed (%s); it ends with the last complete "
             "record and takes no more\n", (long)jit_state.owner_pid,

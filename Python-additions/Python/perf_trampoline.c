@@ -158,6 +158,7 @@ static long perf_map_pid = -1;    // process that opened perf_map_state
 #ifndef MS_WINDOWS
 static dev_t perf_map_dev;        // the map's file, to tell it from another
 static ino_t perf_map_ino;        // file given its descriptor's number later
+static int perf_map_unterminated; // the map ends with a line cut short
 
 /* Whether st is the map's file. */
 static int
@@ -254,6 +255,7 @@ PyUnstable_PerfMapState_Init(void)
     }
     perf_map_state.perf_map = file;
     perf_map_pid = (long)pid;
+    perf_map_unterminated = 0;
     perf_map_dev = st.st_dev;
     perf_map_ino = st.st_ino;
 #endif
@@ -262,8 +264,10 @@ PyUnstable_PerfMapState_Init(void)
 
 /* Append data to the map with the map lock held, whole or not at all: a
    line cut short (a full disk, a file size limit) is cut off again, so that
-   the next line is not glued to it.  The map's stream is only a holder of
-   the descriptor: nothing is ever buffered in it. */
+   the next line is not glued to it; where it cannot be cut off, it is ended
+   with a newline before the next line (perf reads it as one line more, at
+   worst this code's address under a shortened name).  The map's stream is only a holder of the descriptor: nothing is
+   ever buffered in it. */
 static int
 append_to_map(const char *data, size_t size)
 {
@@ -272,6 +276,13 @@ append_to_map(const char *data, size_t size)
         return -1;
     }
     int fd = fileno(perf_map_state.perf_map);
+    if (perf_map_unterminated) {
+        if (write(fd, "\n", 1) != 1) {
+            return -1;
+        }
+        perf_map_unterminated = 0;
+        st.st_size += 1;
+    }
     const char *p = data;
     while (size > 0) {
         ssize_t n = write(fd, p, size);
@@ -280,7 +291,9 @@ append_to_map(const char *data, size_t size)
         }
         if (n <= 0) {
             int err = errno;
-            (void)ftruncate(fd, st.st_size);
+            if (p != data && ftruncate(fd, st.st_size) != 0) {
+                perf_map_unterminated = 1;
+            }
             errno = err;
             return -1;
         }
@@ -360,6 +373,7 @@ copy_perf_map_file(const char *parent_filename, long long limit)
         }
     }
     char buf[4096];
+    char last = '\n';
     int result = 0;
     PyThread_acquire_lock(perf_map_state.map_lock, WAIT_LOCK);
     while (limit != 0) {
@@ -378,9 +392,14 @@ copy_perf_map_file(const char *parent_filename, long long limit)
             result = -1;
             break;
         }
+        last = buf[nread - 1];
         if (limit > 0) {
             limit -= (long long)nread;
         }
+    }
+    if (last != '\n') {
+        // the copy ends inside a line: the next line starts a line of its own
+        perf_map_unterminated = 1;
     }
     PyThread_release_lock(perf_map_state.map_lock);
     fclose(from);

@@ -20,8 +20,10 @@ Where the interpreter is not built with the project's series (no
 sys._stack_trampoline_backend), an evaluator that calls its trampoline
 instead of jumping to it is CPython's own form: exit 2.  Exit 2 (cannot
 check) without objdump, on an architecture other than x86-64
-and aarch64, or where the binary has neither function's symbol (stripped, or
-no trampoline).
+and aarch64, where the binary has neither function's symbol (stripped, or
+no trampoline), and in a build that is not optimised or is instrumented (-O0,
+-Og, --with-pydebug, a sanitizer): the compiler gives every function a frame
+there, so the claim, about what users run, cannot be seen.
 """
 import os
 import platform
@@ -76,7 +78,26 @@ def disassemble(binary, function):
     return lines or None
 
 
+def unoptimised_build():
+    """Why the compiler's output is not what a release build runs (None for an optimised, plain build)."""
+    flags = " ".join(str(sysconfig.get_config_var(name) or "") for name in ("OPT", "CFLAGS", "PY_CFLAGS_NODIST",
+                                                                            "CONFIG_ARGS"))
+    if "-fsanitize" in flags or "--with-address-sanitizer" in flags or "--with-thread-sanitizer" in flags:
+        return "it is instrumented by a sanitizer"
+    if sysconfig.get_config_var("Py_DEBUG"):
+        return "it is a debug build (--with-pydebug)"
+    levels = re.findall(r"(?<!\S)-O([0-9sgz]?)(?!\S)", flags)
+    if levels and levels[-1] in ("0", "g"):
+        return f"it is compiled with -O{levels[-1]}"
+    return None
+
+
 def main():
+    why = unoptimised_build()
+    if why:
+        print(f"cannot check: {why}; every function gets a frame there, so the common path's shape is not "
+              "what an optimised build runs")
+        return CANNOT_CHECK
     machine = platform.machine()
     if machine in ("x86_64", "amd64"):
         save, tail = X86_SAVE, X86_TAIL

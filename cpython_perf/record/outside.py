@@ -78,7 +78,7 @@ def add_arguments(p) -> None:
                         "the container; perf follows the children they start)")
     p.add_argument("--mode", choices=PERF_MODES, default=None,
                    help="the perf mode the program runs in (default: perf_jit if a recorded process has a jitdump "
-                        "in the container's /tmp, else perf)")
+                        "in the container's /tmp when the recording begins, else perf)")
     p.add_argument("--seconds", type=float, default=None,
                    help="stop after this long (default: when the recorded processes have exited, or Ctrl-C)")
     p.add_argument("--out", "-o", default=DEFAULT_OUT, help=f"output directory (default: ./{DEFAULT_OUT})")
@@ -447,6 +447,10 @@ def run(matrix, args, log=print, client=None, started: threading.Event | None = 
         f"{sum(keeper.objects_copied.values()) // 1024} KiB of mapped files")
     for line in keeper.errors[:5]:
         log(f"note: {line}")
+    if mode == "perf" and summary.dumps and not summary.maps and args.mode is None:
+        log("note: no recorded process had a jitdump when the recording began, so it was recorded for -X perf "
+            f"(frame pointers); {len(summary.dumps)} jitdumps appeared since. Record -X perf_jit programs with "
+            "--mode perf_jit, or once they have started")
     if summary.missed:
         log(f"note: {len(summary.missed)} files of processes that lived less than the polling interval were not "
             f"kept: {', '.join(summary.missed[:5])}")
