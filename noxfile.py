@@ -133,14 +133,14 @@ def report(session):
     """Write results/report.md and results/report.html from the latest JUnit files under results/
     ($CPYTHON_PERF_RESULTS where set; the report's header names the directory read)."""
     _install(session)
-    session.run("python", "-m", "cpython_perf.report", *session.posargs)
+    _driver(session, "report", *session.posargs)
 
 
 @nox.session(name="buildbot-local", default=False)
 def buildbot_local(session):
     """A throwaway buildbot master and two workers on localhost run the smoke cells' builders for real, at once
     (buildbot/requirements.txt in a venv of its own; results/buildbot-local/); then the test asserting it.
-    Arguments go to `python -m cpython_perf.ci.buildbot_local run` (e.g. -- --pytest-args ""); -- --scenario
+    Arguments go to `python -m cpython_perf buildbot-local run` (e.g. -- --pytest-args ""); -- --scenario
     overlap|offline|revision runs one of the runs' proofs instead (docs/buildbot.md)."""
     _install(session)
     out = Path("results/buildbot-local")
@@ -148,8 +148,7 @@ def buildbot_local(session):
     if "--scenario" in args:   # -- --scenario overlap|offline|revision: results/buildbot-local/<scenario>/
         out = out / args[args.index("--scenario") + 1]
     venv = Path(session.virtualenv.location) / "buildbot"
-    session.run("python", "-m", "cpython_perf.ci.buildbot_local", "run", "--venv", str(venv), "--out", str(out),
-                *session.posargs)
+    _driver(session, "buildbot-local", "run", "--venv", str(venv), "--out", str(out), *session.posargs)
     session.run("python", "-m", "pytest", "tests/ci/test_buildbot_local.py", "-m", "buildbot_local", "-ra",
                 f"--junitxml={out}/junit.xml", env={"CPYTHON_PERF_BUILDBOT_LOCAL_SUMMARY": str(out / "summary.json")})
 
@@ -158,9 +157,9 @@ def buildbot_local(session):
 def conformance_image(session):
     """Which perf mode works with any interpreter in any image, and why not:
     nox -s conformance-image -- --image IMAGE --python PATH [--expect-modes perf,perf_jit]
-    (cpython_perf.check.external; JUnit in results/external-<name>/junit.xml)."""
+    (`python -m cpython_perf external conformance`; JUnit in results/external-<name>/junit.xml)."""
     _install(session)
-    session.run("python", "-m", "cpython_perf.check.external", "conformance", *session.posargs)
+    _driver(session, "external", "conformance", *session.posargs)
 
 
 @nox.session(default=False)
@@ -173,7 +172,7 @@ def profile(session):
     session.run("python", "-m", "cpython_perf", "profile", *session.posargs)
 
 
-# The benchmark groups: session -> (group of `python -m cpython_perf.bench`, what it writes).  Each writes
+# The benchmark groups: session -> (group of `python -m cpython_perf bench`, what it writes).  Each writes
 # results/bench/<group>-<UTC time>.json and refreshes BENCHMARKS.md from the latest file of every group.
 BENCH_GROUPS = {
     "bench-suite": ("suite", "the standard suite (pyperformance's stdlib-only benchmarks): cachegrind counts, "
@@ -189,7 +188,7 @@ BENCH_GROUPS = {
 def _bench_session(name, group, what):
     def run(session):
         _install(session)
-        session.run("python", "-m", "cpython_perf.bench", group, *session.posargs)
+        _driver(session, "bench", group, *session.posargs)
 
     run.__doc__ = f"{what[0].upper()}{what[1:]} (results/bench/, BENCHMARKS.md)."
     nox.session(name=name, default=False)(run)

@@ -603,7 +603,7 @@ def target_image(target, docker_client) -> str:
         docker_client.images.get(target.image)
     except docker.errors.ImageNotFound:
         pytest.fail(f"image {target.image} does not exist here (docker pull or build it; for stock Debian ones: "
-                    "python -m cpython_perf.check.external image --suite SUITE --package python3.X)", pytrace=False)
+                    "python -m cpython_perf external image --suite SUITE --package python3.X)", pytrace=False)
     return target.image
 
 

@@ -15,7 +15,7 @@ One module per concern:
   tools         the tools image (samply, inferno's flame graphs) and py-spy, pinned in matrix.yaml
   regrtest      CPython's own regression tests: running them, comparing with the vanilla twin
   report        the matrix report (Markdown + HTML + JUnit per cell, flame graphs) from the JUnit files
-  bench/        the benchmarks (BENCHMARKS.md; `python -m cpython_perf.bench [GROUP]`):
+  bench/        the benchmarks (BENCHMARKS.md; `python -m cpython_perf bench GROUP`):
     common        shared by every group (plan of comparisons, statistics, targets, results files)
     suite         the standard suite: pyperformance's stdlib-only benchmarks, cachegrind counts + pyperf
     wallclock     the project's own workloads, timed side by side
@@ -24,5 +24,6 @@ One module per concern:
     build_cost    cold / no-change / host builds
     summary       BENCHMARKS.md, led by the summary table; command: the command line
   build         the operations the command line and the tests use
-  cli           `python -m cpython_perf ...`
+  cli           `python -m cpython_perf COMMAND ...`: every package's subcommands (COMMANDS) under one parser
+  subcommands   what a subcommand is, and the one place each runs (a DriverError: `error: ...`, its exit status)
 """

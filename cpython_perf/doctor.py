@@ -24,7 +24,8 @@ from . import host
 from .record import perf_event
 from .source import sources
 from .errors import DriverError
-from .matrix import ARCH_FACTS, HOST_ARCH, Matrix
+from .matrix import ARCH_FACTS, HOST_ARCH, Matrix, load_matrix
+from .subcommands import Command, no_arguments
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 
@@ -289,3 +290,12 @@ def main(matrix: Matrix, machine: Machine | None = None, out=print) -> int:
     checks = diagnose(matrix, machine)
     out(format_checks(checks, matrix.smoke_cells))
     return 1 if failed(checks) else 0
+
+
+def _run_command(args) -> int:
+    return main(load_matrix(args.matrix))
+
+
+COMMAND = Command("doctor", "can this machine run the default job? Docker, perf, tools, disk, archive; each "
+                            "problem with its fix (exit 1: something the job needs is missing)",
+                  no_arguments, _run_command)

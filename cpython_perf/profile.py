@@ -69,8 +69,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import subcommands
 from .errors import DriverError
-from .matrix import PERF_MODES, Matrix
+from .matrix import PERF_MODES, Matrix, load_matrix
 from .record.perf_samples import PERF_SCRIPT_FIELDS
 
 PROFILE_REPOSITORY = "cpython-perf-profile"
@@ -827,3 +828,15 @@ def main(matrix: Matrix, args, program: list[str] | None, log=print) -> int:
         return run(matrix, args, program, log)
     except docker.errors.DockerException as exc:
         raise ProfileFailed(f"the Docker engine refused: {' '.join(str(exc).split())}") from None
+
+
+def _run_command(args) -> int:
+    return main(load_matrix(args.matrix), args, args.program, subcommands.log)
+
+
+# args.program: what follows the first `--` (split_program; the command line sets it)
+COMMAND = subcommands.Command(
+    "profile", "run your own program under real perf in a cell's image (or any image): perf.data, perf script "
+               "text, a flame graph written to --out (cpython_perf/profile.py)", add_arguments, _run_command,
+    usage="python -m cpython_perf profile (CELL | --image IMAGE --python PATH) [--mode MODE] "
+          "[--requirements FILE] [--out DIR] [-F HZ] -- script.py [ARGS ...]")

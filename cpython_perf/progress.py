@@ -34,6 +34,14 @@ def set_verbose(on: bool = True) -> None:
     os.environ[VERBOSE_ENV] = "1" if on else ""
 
 
+def add_verbose_option(parser) -> None:
+    """--verbose of a command with long steps (docker build, mmdebstrap, dpkg-buildpackage, qemu guests): the
+    command line calls set_verbose when it is given."""
+    parser.add_argument("--verbose", "-v", action="store_true",
+                        help="print the long steps' whole output (default: a heartbeat line every 30 s; the output "
+                             "is in results/logs/ either way)")
+
+
 def heartbeat_every() -> float:
     try:
         return max(0.01, float(os.environ.get(HEARTBEAT_ENV, DEFAULT_EVERY)))

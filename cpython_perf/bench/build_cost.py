@@ -1,6 +1,6 @@
 """Build cost: a cell's cold image build, its no-change rebuild, and the same build on the host.
 
-`python -m cpython_perf.bench build --cell 3.13-fp` (`nox -s bench-build -- ...`), for each cell:
+`python -m cpython_perf bench build --cell 3.13-fp` (`nox -s bench-build -- ...`), for each cell:
 
 - cold: `docker build --no-cache` of the cell image (base image present: it is shared by every cell);
 - no change: the same build again, every layer from the cache (what `nox -s build-<cell>` costs when
@@ -93,7 +93,7 @@ def render_markdown(results: dict, source: str = "") -> str:
     lines = [
         "## Build cost",
         "",
-        f"From {source or 'a build-cost run'} ({results['created']}; `python -m cpython_perf.bench build`). "
+        f"From {source or 'a build-cost run'} ({results['created']}; `python -m cpython_perf bench build`). "
         "Wall time on the measuring host (see Machine): the cell image built with `--no-cache` (base image present), the same build "
         "again with nothing changed, and docker/build-cpython.sh run on the host over the same context.",
         "",
@@ -113,7 +113,7 @@ def latest_results(directory: Path = RESULTS_DIR) -> Path | None:
     return common.latest_group_results(directory, GROUP)
 
 
-# The group's command line (cpython_perf.bench.command): `python -m cpython_perf.bench build ...`
+# The group's command line (cpython_perf.bench.command): `python -m cpython_perf bench build ...`
 
 
 def arguments(parser) -> None:

@@ -1,9 +1,9 @@
-"""`python -m cpython_perf.bench [GROUP] [--cell NAME ...] [options]`: run one benchmark group, write its
+"""`python -m cpython_perf bench GROUP [--cell NAME ...] [options]`: run one benchmark group, write its
 results/bench/<group>-<UTC time>.json and refresh BENCHMARKS.md (cpython_perf.bench.summary).
 
-GROUP: suite (the standard suite), wallclock (the default: the project's own workloads, timed),
-instructions (the same workloads, counted), fidelity, build; `summary` only rewrites BENCHMARKS.md from
-the latest results file of every group.
+GROUP: suite (the standard suite), wallclock (the project's own workloads, timed), instructions (the same
+workloads, counted), fidelity, build; `summary` only rewrites BENCHMARKS.md from the latest results file of
+every group.  `python -m cpython_perf.bench [GROUP] ...` runs the same, wallclock where no group is named.
 """
 
 from __future__ import annotations
@@ -12,13 +12,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..errors import DriverError
 from ..matrix import load_matrix
+from ..subcommands import Command, log, main_of
 from . import build_cost, fidelity, instructions, suite, summary, wallclock
 from .common import RESULTS_DIR, SUMMARY, write_results
 
 GROUPS = {"wallclock": wallclock, "suite": suite, "instructions": instructions, "fidelity": fidelity,
           "build": build_cost}
+DEFAULT_GROUP = "wallclock"   # of `python -m cpython_perf.bench` without a group
+SUMMARY_DESCRIPTION = "Rewrite BENCHMARKS.md from the latest results file of every group."
 
 
 def save_group_results(results: dict, group: str, directory: Path) -> tuple[Path, bool]:
@@ -31,44 +33,47 @@ def save_group_results(results: dict, group: str, directory: Path) -> tuple[Path
     return path, refreshed
 
 
-def _summary_main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m cpython_perf.bench summary",
-                                     description="Rewrite BENCHMARKS.md from the latest results file of every group.")
-    parser.add_argument("--results", default=str(RESULTS_DIR), help="directory of the results files")
-    parser.add_argument("--summary", default=str(SUMMARY), help="Markdown file to write (default: BENCHMARKS.md)")
-    args = parser.parse_args(argv)
-    try:
+def add_arguments(parser) -> None:
+    groups = parser.add_subparsers(dest="group", required=True)
+    for name, group in GROUPS.items():
+        about = group.__doc__.splitlines()[0]
+        p = groups.add_parser(name, help=about, description=about)
+        # default SUPPRESS: `python -m cpython_perf --matrix FILE bench ...` is not overridden
+        p.add_argument("--matrix", default=argparse.SUPPRESS, help="path of matrix.yaml (default: the project's)")
+        p.add_argument("--cell", action="append", default=[], dest="cells", metavar="NAME",
+                       help="cell to measure (repeatable; default: the matrix's default cell)")
+        p.add_argument("--results", default=str(RESULTS_DIR),
+                       help="directory of the results files (default: results/bench)")
+        group.arguments(p)
+    p = groups.add_parser("summary", help=SUMMARY_DESCRIPTION, description=SUMMARY_DESCRIPTION)
+    p.add_argument("--results", default=str(RESULTS_DIR), help="directory of the results files")
+    p.add_argument("--summary", default=str(SUMMARY), help="Markdown file to write (default: BENCHMARKS.md)")
+
+
+def _run_command(args) -> None:
+    if args.group == "summary":
         print(f"wrote {summary.refresh_summary(Path(args.summary), Path(args.results))}")
-    except DriverError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    return 0
+        return
+    group = GROUPS[args.group]
+    matrix = load_matrix(args.matrix)
+    cells = [matrix.cell(cell) for cell in args.cells or [matrix.default_cell]]
+    results = group.run(matrix, cells, args, log)
+    path, refreshed = save_group_results(results, group.GROUP, Path(args.results))
+    group.report(results, path)
+    print(f"wrote {path}" + (f"; {SUMMARY.name} refreshed" if refreshed else f" ({SUMMARY.name} left alone)"))
+
+
+COMMAND = Command("bench", "the benchmarks: run one group (suite, wallclock, instructions, fidelity, build) or "
+                           "rewrite BENCHMARKS.md (summary) (cpython_perf/bench/)", add_arguments, _run_command,
+                  description="Run one benchmark group, write its results/bench/<group>-<UTC time>.json and "
+                              "refresh BENCHMARKS.md; or (summary) only rewrite BENCHMARKS.md.")
+COMMANDS = (COMMAND,)
 
 
 def main(argv: list[str] | None = None) -> int:
+    """`python -m cpython_perf.bench [GROUP] ...`: `python -m cpython_perf bench GROUP ...`, wallclock where
+    the first argument names no group."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "summary":
-        return _summary_main(argv[1:])
-    name = argv.pop(0) if argv and argv[0] in GROUPS else "wallclock"
-    group = GROUPS[name]
-    parser = argparse.ArgumentParser(prog=f"python -m cpython_perf.bench {name}", description=group.__doc__.splitlines()[0],
-                                     epilog=f"groups: {', '.join(GROUPS)} (default wallclock); summary")
-    parser.add_argument("--matrix", help="path of matrix.yaml (default: the project's)")
-    parser.add_argument("--cell", action="append", default=[], dest="cells", metavar="NAME",
-                        help="cell to measure (repeatable; default: the matrix's default cell)")
-    parser.add_argument("--results", default=str(RESULTS_DIR), help="directory of the results files (default: results/bench)")
-    group.arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        matrix = load_matrix(args.matrix)
-        cells = [matrix.cell(cell) for cell in args.cells or [matrix.default_cell]]
-        results = group.run(matrix, cells, args, lambda line: print(line, flush=True))
-        path, refreshed = save_group_results(results, group.GROUP, Path(args.results))
-        group.report(results, path)
-        print(f"wrote {path}" + (f"; {SUMMARY.name} refreshed" if refreshed else f" ({SUMMARY.name} left alone)"))
-    except DriverError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        return 130
-    return 0
+    if not argv or argv[0] not in (*GROUPS, "summary"):
+        argv.insert(0, DEFAULT_GROUP)
+    return main_of(COMMAND, argv, prog="python -m cpython_perf.bench")

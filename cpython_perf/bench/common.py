@@ -3,7 +3,7 @@ statistics (median, ratios, geometric mean), the project's own workloads (benchm
 and verdicts, results files (results/bench/<group>-<UTC time>.json) and the machine's description.
 
 The groups (wallclock, instructions, suite, fidelity, build_cost) import this module; summary writes
-BENCHMARKS.md from their results; command is the command line (`python -m cpython_perf.bench`).
+BENCHMARKS.md from their results; command is the command line (`python -m cpython_perf bench`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Attribution fidelity, the cost of perf itself, and map-file growth, per cell.
 
-`python -m cpython_perf.bench fidelity --cell 3.11-fp --cell 3.13-release` (`nox -s bench-fidelity -- ...`)
+`python -m cpython_perf bench fidelity --cell 3.11-fp --cell 3.13-release` (`nox -s bench-fidelity -- ...`)
 runs, in each cell's image (x86_64 cells; a fresh container each):
 
 - fidelity: benchmarks/seed.py (the howto's foo -> bar -> baz -> <module>, with a
@@ -254,7 +254,7 @@ def render_markdown(results: dict, source: str = "") -> str:
     lines = [
         "## Attribution fidelity",
         "",
-        f"From {source or 'a fidelity run'} ({results['created']}; `python -m cpython_perf.bench fidelity`). "
+        f"From {source or 'a fidelity run'} ({results['created']}; `python -m cpython_perf bench fidelity`). "
         f"benchmarks/seed.py (foo's loop of {s['seed_n']:,} steps under bar, baz, <module>) recorded in each cell with "
         f"perf (-F {s['perf_rate']}, as the conformance suite records), samply {results['tools']['samply']} "
         f"(--rate {s['samply_rate']}) and py-spy {results['tools']['py-spy']} (-r {s['py_spy_rate']}, from the "
@@ -313,7 +313,7 @@ def latest_results(directory: Path = RESULTS_DIR) -> Path | None:
     return common.latest_group_results(directory, GROUP)
 
 
-# The group's command line (cpython_perf.bench.command): `python -m cpython_perf.bench fidelity ...`
+# The group's command line (cpython_perf.bench.command): `python -m cpython_perf bench fidelity ...`
 
 
 def arguments(parser) -> None:

@@ -2,7 +2,7 @@
 
 Wall-clock medians on this 2-core VM spread by 5-40% (interquartile range; BENCHMARKS.md's timing tables),
 so a 1% target can be neither met nor missed there.  An instruction count is close to deterministic:
-`python -m cpython_perf.bench instructions --cell 3.11-fp ...` (`nox -s bench-instructions -- ...`) plans the same
+`python -m cpython_perf bench instructions --cell 3.11-fp ...` (`nox -s bench-instructions -- ...`) plans the same
 comparisons as cpython_perf.bench.wallclock (mode active vs inactive, patched vs vanilla, fp vs release), and for
 each configuration and workload counts the instructions of ONE run of the workload's kernel as
 
@@ -149,7 +149,7 @@ def render_markdown(results: dict, source: str = "") -> str:
         '<a id="workloads-instructions"></a>',
         "## The project's own workloads as instruction counts (cachegrind)",
         "",
-        f"From {source or 'an instruction-count run'} ({results['created']}; `python -m cpython_perf.bench instructions`). "
+        f"From {source or 'an instruction-count run'} ({results['created']}; `python -m cpython_perf bench instructions`). "
         "Instructions of one run of each workload's kernel, I(--repeat 2) - I(--repeat 1) under "
         f"`valgrind --tool=cachegrind --cache-sim=no`, --scale {s['scale']}, PYTHONHASHSEED=0, {s['rounds']} round(s); "
         "ratio = B / A (above 1: B executes more instructions). Same comparisons and targets as the timing tables; "
@@ -179,7 +179,7 @@ def latest_results(directory: Path = RESULTS_DIR) -> Path | None:
     return common.latest_group_results(directory, GROUP)
 
 
-# The group's command line (cpython_perf.bench.command): `python -m cpython_perf.bench instructions ...`
+# The group's command line (cpython_perf.bench.command): `python -m cpython_perf bench instructions ...`
 
 
 def arguments(parser) -> None:

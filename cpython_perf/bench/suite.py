@@ -1,6 +1,6 @@
 """The standard suite: pyperformance's stdlib-only benchmarks in the cell images, counted and timed.
 
-`python -m cpython_perf.bench suite --cell 3.11-fp --cell 3.13-fp` (`nox -s bench-suite -- ...`)
+`python -m cpython_perf bench suite --cell 3.11-fp --cell 3.13-fp` (`nox -s bench-suite -- ...`)
 plans the comparisons of cpython_perf.bench.common (mode active vs inactive, patched vs vanilla,
 fp vs release) and measures them on pyperformance's benchmark files, pinned in benchmarks/suite.yaml:
 
@@ -689,7 +689,7 @@ def latest_results(directory: Path = RESULTS_DIR) -> Path | None:
     return latest_group_results(directory, GROUP)
 
 
-# The group's command line (cpython_perf.bench.command): `python -m cpython_perf.bench suite ...`
+# The group's command line (cpython_perf.bench.command): `python -m cpython_perf bench suite ...`
 
 
 def arguments(parser) -> None:
@@ -781,7 +781,7 @@ def render_markdown(results: dict, source: str = "", only: set | None = None) ->
         f'<a id="standard-suite-{re.sub(r"[^0-9tz]+", "", results["created"].lower())}"></a>',
         f"## The standard suite: pyperformance's stdlib-only benchmarks (run of {results['created']})",
         "",
-        f"From {source or 'a standard-suite run'} ({results['created']}; `python -m cpython_perf.bench suite`)"
+        f"From {source or 'a standard-suite run'} ({results['created']}; `python -m cpython_perf bench suite`)"
         + ("" if results.get("complete") else " **(incomplete: the run was stopped or is still running; the tables hold what it measured)**")
         + ".",
         "",

@@ -1,6 +1,6 @@
 """Runtime overhead of the perf trampolines, measured side by side in the cell images.
 
-`python -m cpython_perf.bench --cell 3.11-fp --cell 3.13-fp` (`nox -s bench -- ...`)
+`python -m cpython_perf bench wallclock --cell 3.11-fp --cell 3.13-fp` (`nox -s bench -- ...`)
 runs the stdlib-only workloads of benchmarks/workloads.py in the cell images and
 compares configurations, i.e. a cell's python3 started one way:
 
@@ -130,7 +130,7 @@ def render_markdown(results: dict, source: str = "") -> str:
         '<a id="workloads-wall-clock"></a>',
         "## The project's own workloads, wall clock",
         "",
-        f"From {source or 'a wall-clock run'} ({results['created']}; `python -m cpython_perf.bench wallclock`).",
+        f"From {source or 'a wall-clock run'} ({results['created']}; `python -m cpython_perf bench wallclock`).",
         "",
     ]
     if settings["scale"] != 1:
@@ -217,7 +217,7 @@ def latest_results(directory):
     return common.latest_group_results(directory, GROUP)
 
 
-# The group's command line (cpython_perf.bench.command): `python -m cpython_perf.bench [wallclock] ...`
+# The group's command line (cpython_perf.bench.command): `python -m cpython_perf bench wallclock ...`
 
 
 def arguments(parser) -> None:

@@ -3,7 +3,7 @@
 A target is not a matrix cell: an image (anyone's) and the path of a Python
 in it.  `pytest conformance --image IMAGE --python PATH [--expect-modes
 perf,perf_jit]` (or `nox -s conformance-image -- ...`, which runs
-`python -m cpython_perf.check.external conformance ...` and keeps the JUnit under
+`python -m cpython_perf external conformance ...` and keeps the JUnit under
 results/external-<name>/) records the seed script for real with the image's
 own perf in each perf mode, with the same runner, command lines
 (cpython_perf.record.perf_runs) and bars (conftest.assert_chain) as the matrix
@@ -34,7 +34,7 @@ those needing a claimed mode always, the others where the interpreter offers
 the backends they need.  The report (cpython_perf.report.report) shows one row per
 (image, python, mode) under "External interpreters".
 
-`python -m cpython_perf.check.external image --suite trixie --package python3.13`
+`python -m cpython_perf external image --suite trixie --package python3.13`
 bootstraps a stock Debian image (that suite's interpreter and linux-perf) the
 way the project's bases are (mmdebstrap from the machine's own archive entry,
 `docker import`); `--perf-suite bookworm-backports` takes linux-perf from
@@ -43,7 +43,6 @@ that suite of the same archive.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import shlex
@@ -52,9 +51,11 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import host
 from ..errors import DriverError
 from ..matrix import NATIVE_SINCE, PERF_MODES, PROJECT_ROOT, Variant
 from ..record.perf_runs import EVAL_FUNCTION, frame_allocation
+from ..subcommands import Command, main_of, pass_unknown_arguments
 
 # `perf inject --jit` as perf_jit needs it: perf >= 6.8 (the howto's note; matrix.yaml base_suite,
 # conformance/test_build_shape.test_perf_is_new_enough)
@@ -544,40 +545,48 @@ def results_junit(results: Path, image: str, python: str) -> Path:
     return Path(results) / f"external-{target_name(image, python)}" / "junit.xml"
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m cpython_perf.check.external", description=__doc__.splitlines()[0],
-                                     allow_abbrev=False)
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("conformance", allow_abbrev=False, help="run the conformance suite against an image's interpreter "
-                                           "(JUnit under results/external-<name>/junit.xml); other arguments go to pytest")
+def add_arguments(parser) -> None:
+    sub = parser.add_subparsers(dest="action", required=True)
+    p = sub.add_parser("conformance", allow_abbrev=False,
+                       help="run the conformance suite against an image's interpreter (JUnit under "
+                            "results/external-<name>/junit.xml); other arguments go to pytest")
     p.add_argument("--image", required=True)
     p.add_argument("--python", required=True)
     p.add_argument("--expect-modes", default=None)
     p.add_argument("--results", default=str(PROJECT_ROOT / "results"))
+    pass_unknown_arguments(p)
     p = sub.add_parser("image", help="bootstrap a stock Debian image with a suite's interpreter and linux-perf")
     p.add_argument("--suite", required=True, help="Debian suite, e.g. bookworm")
     p.add_argument("--package", required=True, help="the interpreter's package, e.g. python3.11")
     p.add_argument("--perf-suite", default=None, help="suite of linux-perf (default: --suite), e.g. bookworm-backports")
     p.add_argument("--rebuild", action="store_true")
-    args, rest = parser.parse_known_args(argv)
+
+
+def _run_command(args) -> int:
+    if args.action == "image":
+        print(ensure_stock_image(host.docker_client(), args.suite, args.package, args.perf_suite, args.rebuild))
+        return 0
     try:
-        if args.command == "image":
-            if rest:
-                parser.error(f"unknown arguments: {' '.join(rest)}")
-            from .. import host
-            print(ensure_stock_image(host.docker_client(), args.suite, args.package, args.perf_suite, args.rebuild))
-            return 0
         parse_modes(args.expect_modes)
-        junit = results_junit(Path(args.results), args.image, args.python)
-        junit.parent.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, "-m", "pytest", str(PROJECT_ROOT / "conformance"), "--image", args.image,
-                   "--python", args.python, *(["--expect-modes", args.expect_modes] if args.expect_modes else []),
-                   "-ra", f"--junitxml={junit}", *rest]
-        print("$ " + shlex.join(command), flush=True)
-        return subprocess.run(command, cwd=PROJECT_ROOT).returncode
-    except (DriverError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except ValueError as exc:
+        raise DriverError(str(exc)) from None
+    junit = results_junit(Path(args.results), args.image, args.python)
+    junit.parent.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "pytest", str(PROJECT_ROOT / "conformance"), "--image", args.image,
+               "--python", args.python, *(["--expect-modes", args.expect_modes] if args.expect_modes else []),
+               "-ra", f"--junitxml={junit}", *args.unknown]
+    print("$ " + shlex.join(command), flush=True)
+    return subprocess.run(command, cwd=PROJECT_ROOT).returncode
+
+
+COMMAND = Command("external", "which perf mode works with any interpreter in any image, and why not: the "
+                              "conformance suite against an image's interpreter, or a stock Debian image to "
+                              "check (cpython_perf/check/external.py)",
+                  add_arguments, _run_command, description=__doc__.splitlines()[0])
+
+
+def main(argv=None) -> int:
+    return main_of(COMMAND, argv, prog="python -m cpython_perf.check.external")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ the plan's image count:
   layers the distinct layers of a registry (what GHCR keeps): each image pushed, the sizes of its manifest's
          (gzip-compressed) layers summed once per layer digest.
 
-`python -m cpython_perf.ci.budget --registry 127.0.0.1:5000/budget [--image REF ...] [--json FILE]` pushes to
+`python -m cpython_perf ci-budget --registry 127.0.0.1:5000/budget [--image REF ...] [--json FILE]` pushes to
 a registry the daemon reaches over plain HTTP on loopback (Debian's docker-registry; docs/ci.md), reads the
 manifests from it with the registry API, removes the tags it made and prints the table.  It compresses
 gigabytes: minutes of CPU.
@@ -14,7 +14,6 @@ gigabytes: minutes of CPU.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import subprocess
@@ -25,6 +24,7 @@ from .. import host
 from ..errors import DriverError
 from ..matrix import Matrix, load_matrix
 from ..build.registry import check_registry
+from ..subcommands import Command, main_of
 from . import plan as ci_plan
 
 KINDS = {"cpython-perf": "cell", "cpython-perf-tools": "tools", "cpython-perf-base": "base"}
@@ -124,38 +124,44 @@ def table(summary: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m cpython_perf.ci.budget", description=__doc__.splitlines()[0])
+def add_arguments(parser) -> None:
     parser.add_argument("--registry", required=True,
                         help="a registry on loopback, host:port[/path], that the daemon pushes to over HTTP")
     parser.add_argument("--image", action="append", default=None,
                         help="an image to measure (default: every cpython-perf, -tools and -base image here)")
     parser.add_argument("--aarch64", choices=ci_plan.AARCH64_PLACEMENTS, default="native")
     parser.add_argument("--json", default=None, help="also write the measurements and the summary to this file")
-    args = parser.parse_args(argv)
-    try:
-        registry = check_registry(args.registry)
-        client = host.docker_client()
-        refs = args.image or local_images(client)
-        measured = {}
-        for ref in refs:
-            kind = KINDS.get(ref.split(":", 1)[0])
-            if kind is None:
-                raise DriverError(f"{ref} is not a cpython-perf, -tools or -base image")
-            image_id = client.images.get(ref).id
-            print(f"{ref}: docker save | zstd -6 ...", file=sys.stderr, flush=True)
-            save = saved_size(ref)
-            print(f"{ref}: {save} bytes; pushing ...", file=sys.stderr, flush=True)
-            measured[ref] = {"id": image_id, "kind": kind, "save": save, "layers": pushed_layers(client, ref, registry)}
-        summary = summarize(measured, plan_counts(load_matrix(), args.aarch64))
-    except DriverError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
+
+
+def _run_command(args) -> None:
+    registry = check_registry(args.registry)
+    client = host.docker_client()
+    refs = args.image or local_images(client)
+    measured = {}
+    for ref in refs:
+        kind = KINDS.get(ref.split(":", 1)[0])
+        if kind is None:
+            raise DriverError(f"{ref} is not a cpython-perf, -tools or -base image")
+        image_id = client.images.get(ref).id
+        print(f"{ref}: docker save | zstd -6 ...", file=sys.stderr, flush=True)
+        save = saved_size(ref)
+        print(f"{ref}: {save} bytes; pushing ...", file=sys.stderr, flush=True)
+        measured[ref] = {"id": image_id, "kind": kind, "save": save, "layers": pushed_layers(client, ref, registry)}
+    summary = summarize(measured, plan_counts(load_matrix(args.matrix), args.aarch64))
     if args.json:
         with open(args.json, "w") as out:
             json.dump({"images": measured, "summary": summary}, out, indent=1)
     print(table(summary))
-    return 0
+
+
+COMMAND = Command("ci-budget", "what a CI run that rebuilds every image stores: this machine's images saved and "
+                               "pushed to a loopback registry, extrapolated to the plan's image count "
+                               "(cpython_perf/ci/budget.py; docs/ci.md)",
+                  add_arguments, _run_command, description=__doc__.splitlines()[0])
+
+
+def main(argv=None) -> int:
+    return main_of(COMMAND, argv, prog="python -m cpython_perf.ci.budget")
 
 
 if __name__ == "__main__":

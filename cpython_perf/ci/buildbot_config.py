@@ -45,14 +45,17 @@ buildmaster_config() turns it into buildbot objects and needs buildbot (pinned i
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
 from ..errors import DriverError
+from ..subcommands import Command, main_of
 from ..matrix import DEFAULT_ARCH, KNOWN_ARCHES, PROJECT_ROOT, Matrix, load_matrix
 from . import plan as ci_plan
 from .buildbot_runs import (NO_WORKER, SKIPPED_FILE, cell_scheduler, is_important_change,  # noqa: F401
@@ -648,7 +651,7 @@ def buildmaster_config(basedir: Path | str, settings: Settings | None = None, ma
 
 
 # --------------------------------------------------------------------------
-# what a master loads: `python -m cpython_perf.ci.buildbot_config describe MASTER_DIR` (in buildbot's venv)
+# what a master loads: `python -m cpython_perf buildbot-config describe MASTER_DIR` (in buildbot's venv)
 
 
 def _rendered(value, props):
@@ -709,23 +712,27 @@ def describe(basedir: str, properties: dict | None = None) -> dict:
     }
 
 
-def main(argv=None) -> int:
-    import argparse
-    import json
-    import sys
-
-    parser = argparse.ArgumentParser(prog="python -m cpython_perf.ci.buildbot_config",
-                                     description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+def add_arguments(parser) -> None:
+    sub = parser.add_subparsers(dest="action", required=True)
     p = sub.add_parser("describe", help="the loaded configuration of a master directory as JSON (needs buildbot)")
     p.add_argument("basedir")
     p.add_argument("--property", action="append", default=[], metavar="NAME=VALUE",
                    help="a build property the commands are rendered with")
-    args = parser.parse_args(argv)
+
+
+def _run_command(args) -> None:
     props = dict(item.split("=", 1) for item in args.property)
     json.dump(describe(args.basedir, props), sys.stdout, indent=1, default=str)
     sys.stdout.write("\n")
-    return 0
+
+
+COMMAND = Command("buildbot-config", "the buildbot master's configuration as buildbot loads it "
+                                     "(cpython_perf/ci/buildbot_config.py; docs/buildbot.md)",
+                  add_arguments, _run_command, description=__doc__.splitlines()[0])
+
+
+def main(argv=None) -> int:
+    return main_of(COMMAND, argv, prog="python -m cpython_perf.ci.buildbot_config")
 
 
 if __name__ == "__main__":

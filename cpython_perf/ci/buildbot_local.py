@@ -1,6 +1,6 @@
 """A throwaway buildbot master and two workers on localhost, running the smoke cells' builders for real.
 
-`nox -s buildbot-local` (not in CI): `python -m cpython_perf.ci.buildbot_local run --venv DIR --out DIR`
+`nox -s buildbot-local` (not in CI): `python -m cpython_perf buildbot-local run --venv DIR --out DIR`
 installs the pinned buildbot (buildbot/requirements.txt) into a venv of its own, creates under a temporary
 directory a master from buildbot/master.cfg (settings: two x86_64 workers whose passwords are random and
 reach the master only through its environment, ports chosen free on 127.0.0.1, the source copied from
@@ -13,7 +13,6 @@ overlapped, the report's rows of the cells) is what tests/ci/test_buildbot_local
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -32,7 +31,8 @@ from pathlib import Path
 
 import yaml
 
-from ..errors import DriverError
+from ..errors import DriverError, RuntimeFailure
+from ..subcommands import Command, main_of
 from ..matrix import PROJECT_ROOT, load_matrix
 from . import buildbot_config as bbc
 
@@ -43,7 +43,7 @@ RESULT_NAMES = {0: "success", 1: "warnings", 2: "failure", 3: "skipped", 4: "exc
 DEFAULT_PYTEST_ARGS = '-m "not upstream_regression"'
 
 
-class BuildbotUnavailable(DriverError):
+class BuildbotUnavailable(RuntimeFailure):
     """The pinned buildbot could not be installed here (pip's error)."""
 
 
@@ -93,7 +93,7 @@ def _run(argv, env=None, cwd=None, log=_log, check=True) -> subprocess.Completed
     log("$ " + " ".join(str(a) for a in argv))
     proc = subprocess.run([str(a) for a in argv], env=env, cwd=cwd, capture_output=True, text=True)
     if check and proc.returncode != 0:
-        raise DriverError(f"{' '.join(str(a) for a in argv)} failed (exit {proc.returncode}):\n"
+        raise RuntimeFailure(f"{' '.join(str(a) for a in argv)} failed (exit {proc.returncode}):\n"
                           f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     return proc
 
@@ -114,9 +114,9 @@ class Api:
             with urllib.request.urlopen(req, timeout=60) as resp:
                 got = json.load(resp)
         except urllib.error.HTTPError as exc:
-            raise DriverError(f"{path} {method}: HTTP {exc.code}: {exc.read().decode(errors='replace')[:1000]}") from None
+            raise RuntimeFailure(f"{path} {method}: HTTP {exc.code}: {exc.read().decode(errors='replace')[:1000]}") from None
         if "error" in got:
-            raise DriverError(f"{path} {method}: {got['error']}")
+            raise RuntimeFailure(f"{path} {method}: {got['error']}")
         return got["result"]
 
 
@@ -127,7 +127,7 @@ def wait_for(what: str, check, timeout: float, interval: float = 2.0, log=_log):
         if got:
             return got
         if time.monotonic() > deadline:
-            raise DriverError(f"timed out after {timeout:.0f} s waiting for {what}")
+            raise RuntimeFailure(f"timed out after {timeout:.0f} s waiting for {what}")
         time.sleep(interval)
 
 
@@ -167,7 +167,7 @@ class Fleet:
         self.pw_env = {n: f"CPYTHON_PERF_BB_LOCAL_{i}" for i, n in enumerate(self.workers, 1)}
         nox = shutil.which("nox")
         if not nox:
-            raise DriverError("nox is not on PATH: the workers' steps run `nox -s ...`")
+            raise RuntimeFailure("nox is not on PATH: the workers' steps run `nox -s ...`")
         self.env = {**os.environ, **{self.pw_env[n]: self.passwords[n] for n in self.workers},
                     "PATH": os.pathsep.join([str(self.bin_dir), str(Path(nox).parent), os.environ.get("PATH", "")])}
         self.source = source or {"path": str(PROJECT_ROOT)}
@@ -182,7 +182,7 @@ class Fleet:
         created = _run([self.bin_dir / "buildbot", "create-master", "-r", "--config",
                         PROJECT_ROOT / "buildbot" / "master.cfg", self.master], env=self.env, log=self.log)
         if not (self.master / "buildbot.tac").exists():   # create-master exits 0 even when it failed
-            raise DriverError(f"buildbot create-master {self.master} failed:\n{created.stdout}{created.stderr}")
+            raise RuntimeFailure(f"buildbot create-master {self.master} failed:\n{created.stdout}{created.stderr}")
         settings = {
             "title": "cpython-perf (buildbot-local)",
             "worker_port": f"tcp:{self.pb}:interface=127.0.0.1",
@@ -206,7 +206,7 @@ class Fleet:
             _run([self.bin_dir / "buildbot-worker", "create-worker", "-r", "--keepalive", "60",
                   path, f"127.0.0.1:{self.pb}", name, self.passwords[name]], env=self.env, log=self.log)
             if not (path / "buildbot.tac").exists():
-                raise DriverError(f"buildbot-worker create-worker {path} failed")
+                raise RuntimeFailure(f"buildbot-worker create-worker {path} failed")
         _run([self.bin_dir / "buildbot-worker", "start", path], env=self.env, log=self.log)
         if ("buildbot-worker", path) not in self.daemons:
             self.daemons.append(("buildbot-worker", path))
@@ -628,9 +628,8 @@ def collect(api: Api, builders: dict[str, int], master: Path, cells: list[str]) 
     return result
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m cpython_perf.ci.buildbot_local", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+def add_arguments(parser) -> None:
+    sub = parser.add_subparsers(dest="action", required=True)
     p = sub.add_parser("venv", help="create (or reuse) the venv with the pinned buildbot; print its path")
     p.add_argument("--venv", type=Path, default=None)
     p = sub.add_parser("run", help="the whole local proof")
@@ -649,25 +648,23 @@ def main(argv=None) -> int:
                         "offline (a worker stopped mid-run, then away before a run), revision (a commit landing "
                         "between two cells' checkouts); conformance steps with --pytest-args "
                         f"(default for scenarios: {SCENARIO_PYTEST_ARGS!r})")
-    args = parser.parse_args(argv)
+
+
+def _run_command(args) -> int:
+    venv = ensure_venv(args.venv)
+    if args.action == "venv":
+        print(venv)
+        return 0
+    root = args.root or Path(tempfile.mkdtemp(prefix="cpython-perf-buildbot-"))
     try:
-        venv = ensure_venv(args.venv)
-        if args.command == "venv":
-            print(venv)
-            return 0
-        root = args.root or Path(tempfile.mkdtemp(prefix="cpython-perf-buildbot-"))
-        try:
-            if args.scenario:
-                pytest_args = SCENARIO_PYTEST_ARGS if args.pytest_args == DEFAULT_PYTEST_ARGS else args.pytest_args
-                summary = run_scenario(args.scenario, venv, root, args.out, pytest_args, args.timeout)
-            else:
-                summary = run_local(venv, root, args.out, args.event, args.select, args.pytest_args, args.timeout)
-        finally:
-            if not args.keep and args.root is None:
-                shutil.rmtree(root, ignore_errors=True)
-    except DriverError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+        if args.scenario:
+            pytest_args = SCENARIO_PYTEST_ARGS if args.pytest_args == DEFAULT_PYTEST_ARGS else args.pytest_args
+            summary = run_scenario(args.scenario, venv, root, args.out, pytest_args, args.timeout)
+        else:
+            summary = run_local(venv, root, args.out, args.event, args.select, args.pytest_args, args.timeout)
+    finally:
+        if not args.keep and args.root is None:
+            shutil.rmtree(root, ignore_errors=True)
     for build in summary.get("builds", []):
         _log(f"{build['builder']} #{build['number']} on {build['worker']}: {build['results']} "
              f"({build['complete_at'] - build['started_at'] if build['complete_at'] else '?'} s)"
@@ -678,6 +675,15 @@ def main(argv=None) -> int:
     _log(f"conformance steps overlapped {summary.get('conformance_overlap_seconds')} s; "
          f"report rows: {json.dumps({c: r['status'] for c, r in summary.get('report_rows', {}).items()})}")
     return 0
+
+
+COMMAND = Command("buildbot-local", "a throwaway buildbot master and two workers on localhost running the smoke "
+                                    "cells' builders for real (nox -s buildbot-local; docs/buildbot.md)",
+                  add_arguments, _run_command, description=__doc__.splitlines()[0])
+
+
+def main(argv=None) -> int:
+    return main_of(COMMAND, argv, prog="python -m cpython_perf.ci.buildbot_local")
 
 
 if __name__ == "__main__":

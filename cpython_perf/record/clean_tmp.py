@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import DriverError
+from ..subcommands import Command, log, main_of
 from . import procfs
 from .perf_data import PerfDataError, pids_named
 
@@ -277,21 +278,20 @@ def run(args, log=print, client=None, proc: Path = procfs.PROC) -> int:
     return 1 if failures else 0
 
 
+def _run_command(args) -> int:
+    return run(args, log)
+
+
+COMMAND = Command("clean-tmp", "remove the perf maps and jitdumps of processes that are gone: never one whose "
+                               "process runs, that a process holds open, or that a recording names "
+                               "(cpython_perf/record/clean_tmp.py)",
+                  add_arguments, _run_command, description=__doc__.splitlines()[0])
+
+
 def main(argv: list[str] | None = None) -> int:
     """`python -m cpython_perf.record.clean_tmp`: the same command without the rest of the driver (it needs the
     standard library only, so a container's own Python can run it on its /tmp)."""
-    import argparse
-    import sys
-
-    parser = argparse.ArgumentParser(prog="python -m cpython_perf.record.clean_tmp",
-                                     description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        return run(args)
-    except DriverError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
+    return main_of(COMMAND, argv, prog="python -m cpython_perf.record.clean_tmp")
 
 
 if __name__ == "__main__":

@@ -1,1 +1,1 @@
-"""The report stage: every cell of matrix.yaml against every check, from the JUnit files of a run (results/report.md, results/report.html, one JUnit file per cell); python -m cpython_perf.report writes it."""
+"""The report stage: every cell of matrix.yaml against every check, from the JUnit files of a run (results/report.md, results/report.html, one JUnit file per cell); `python -m cpython_perf report` writes it."""

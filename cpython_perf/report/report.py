@@ -1,6 +1,6 @@
 """The results report: every cell of matrix.yaml against every check, from the JUnit files.
 
-`nox -s report` (or `python -m cpython_perf.report`) reads the latest JUnit XML
+`nox -s report` (or `python -m cpython_perf report`) reads the latest JUnit XML
 files under results/ -- results/<cell>/junit.xml from the conformance-<cell>
 sessions, results/tests-junit.xml from `nox -s tests`, any other *.xml there --
 and writes results/report.md, results/report.html and one consolidated JUnit
@@ -76,7 +76,6 @@ the renderer cannot run, the cell says why instead.
 
 from __future__ import annotations
 
-import argparse
 import html
 import json
 import os
@@ -92,6 +91,7 @@ from ..matrix import DEFAULT_ARCH, PROJECT_ROOT, Cell, Matrix, load_matrix
 from ..record.perf_runs import SEED_SCRIPT
 from ..record.perf_samples import py_symbol
 from ..check.regrtest import parse_junit as parse_regrtest_junit
+from ..subcommands import Command, main_of
 
 OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed")
 # A cell's status: ran (passed / failed / incomplete) or why it has no results
@@ -1045,18 +1045,27 @@ def with_skipped_html(page: str, results_dir: Path) -> str:
     return page[:at] + section + page[at:] if at >= 0 else page + section
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m cpython_perf.report", description=__doc__.splitlines()[0])
+def add_arguments(parser) -> None:
     parser.add_argument("--results", default=os.environ.get("CPYTHON_PERF_RESULTS") or str(PROJECT_ROOT / "results"),
                         help="directory holding the JUnit files (default: $CPYTHON_PERF_RESULTS, else results/)")
     parser.add_argument("--plan", default=None,
                         help=f"the run's plan (python -m cpython_perf plan's JSON; default: {PLAN_FILE} in the "
                              "results directory, where it exists): tells cells not selected from selected ones "
                              "without results")
-    args = parser.parse_args(argv)
+
+
+def _run_command(args) -> None:
     md, page = write_report(Path(args.results), plan=Path(args.plan) if args.plan else None)
     print(f"read {Path(args.results).resolve()}; wrote {md} and {page}")
-    return 0
+
+
+COMMAND = Command("report", "results/report.md and results/report.html from the latest JUnit files of a run "
+                            "(cpython_perf/report/report.py)", add_arguments, _run_command,
+                  description=__doc__.splitlines()[0])
+
+
+def main(argv=None) -> int:
+    return main_of(COMMAND, argv, prog="python -m cpython_perf.report")
 
 
 if __name__ == "__main__":

@@ -199,7 +199,7 @@ def test_buildbot_checkconfig_refuses_what_cannot_run(buildbot_venv, tmp_path):
 def test_what_buildbot_loads_is_the_plan(buildbot_venv, tmp_path, full_plan):
     import os
     master = make_master(buildbot_venv, tmp_path / "master", settings_data())
-    proc = subprocess.run([buildbot_venv / "bin" / "python", "-m", "cpython_perf.ci.buildbot_config", "describe",
+    proc = subprocess.run([buildbot_venv / "bin" / "python", "-m", "cpython_perf", "buildbot-config", "describe",
                            master, "--property", "pytest_args=-k seed"], capture_output=True, text=True,
                           cwd=PROJECT_ROOT, env={**os.environ, **ENV}, timeout=300)
     assert proc.returncode == 0, proc.stderr
@@ -261,7 +261,7 @@ def test_a_polled_git_source_runs_the_matrix_on_each_commit(buildbot_venv, tmp_p
     master = make_master(buildbot_venv, tmp_path / "master", data)
     proc = buildbot(buildbot_venv, "checkconfig", master)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    proc = subprocess.run([buildbot_venv / "bin" / "python", "-m", "cpython_perf.ci.buildbot_config", "describe",
+    proc = subprocess.run([buildbot_venv / "bin" / "python", "-m", "cpython_perf", "buildbot-config", "describe",
                            master], capture_output=True, text=True, cwd=PROJECT_ROOT, env={**os.environ, **ENV},
                           timeout=300)
     assert proc.returncode == 0, proc.stderr
@@ -410,7 +410,7 @@ def test_checkconfig_with_reporters(buildbot_venv, tmp_path):
     master = make_master(buildbot_venv, tmp_path / "master", data)
     proc = buildbot(buildbot_venv, "checkconfig", master)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    proc = subprocess.run([buildbot_venv / "bin" / "python", "-m", "cpython_perf.ci.buildbot_config", "describe",
+    proc = subprocess.run([buildbot_venv / "bin" / "python", "-m", "cpython_perf", "buildbot-config", "describe",
                            master], capture_output=True, text=True, cwd=PROJECT_ROOT, env={**os.environ, **ENV},
                           timeout=300)
     assert proc.returncode == 0, proc.stderr

@@ -23,7 +23,7 @@ ca-certificates, the release's own suite only, as tests/test_quick_start.py make
              as expired.
   perf       the interpreter installed from the repository (with its -dev package and a C compiler, for the
              check scripts that build a shim or an extension), with linux-perf of the lane's perf_suite, through
-             the conformance suite's external target (`python -m cpython_perf.check.external conformance
+             the conformance suite's external target (`python -m cpython_perf external conformance
              --expect-modes` the lane's modes: the perf chain, and perf_jit where the release's perf allows).
 """
 
@@ -329,7 +329,7 @@ apt-get install -y -q python{lane.version} python{lane.version}-dev gcc libc6-de
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         assert versions_in(done.stdout)[f"python{lane.version}"] == lane.perf_version
         subprocess.run(["docker", "commit", name, image], check=True, capture_output=True)
-        run = subprocess.run([sys.executable, "-m", "cpython_perf.check.external", "conformance", "--image", image,
+        run = subprocess.run([sys.executable, "-m", "cpython_perf", "external", "conformance", "--image", image,
                               "--python", lane.python, "--expect-modes", ",".join(lane.modes),
                               "--results", str(tmp_path)], cwd=PROJECT_ROOT, capture_output=True, text=True,
                              timeout=3600, env=dict(os.environ, PYTHONPATH=str(PROJECT_ROOT)))
