@@ -22,7 +22,7 @@ One module per concern:
     instructions  the project's own workloads as cachegrind instruction counts
     fidelity      attribution fidelity (perf, samply, py-spy), perf's own cost, map growth
     build_cost    cold / no-change / host builds
-    summary       BENCHMARKS.md, led by the summary table; command: the command line
+    summary       BENCHMARKS.md and each run's page; command: the command line
   build         the operations the command line and the tests use
   cli           `python -m cpython_perf COMMAND ...`: every package's subcommands (COMMANDS) under one parser
   subcommands   what a subcommand is, and the one place each runs (a DriverError: `error: ...`, its exit status)

@@ -6,7 +6,7 @@
   wallclock     the project's own workloads, wall clock
   fidelity      attribution fidelity (perf, samply, py-spy), perf's own cost, map growth
   build_cost    cold / no-change / host builds
-  summary       BENCHMARKS.md from the latest results file of every group, led by the summary table
+  summary       BENCHMARKS.md (the cost per cell, the summary table, an index) and each results file's page
   command       `python -m cpython_perf bench GROUP ...` (and __main__: `python -m cpython_perf.bench [GROUP]`)
 
 No module of the package imports one that imports it back (tests/test_import_cycles.py).

@@ -20,7 +20,7 @@ from .common import RESULTS_DIR, SUMMARY, write_results
 GROUPS = {"wallclock": wallclock, "suite": suite, "instructions": instructions, "fidelity": fidelity,
           "build": build_cost}
 DEFAULT_GROUP = "wallclock"   # of `python -m cpython_perf.bench` without a group
-SUMMARY_DESCRIPTION = "Rewrite BENCHMARKS.md from the latest results file of every group."
+SUMMARY_DESCRIPTION = "Rewrite BENCHMARKS.md and the page of each results file (results/bench/<group>-<UTC time>.md)."
 
 
 def save_group_results(results: dict, group: str, directory: Path) -> tuple[Path, bool]:

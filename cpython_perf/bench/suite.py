@@ -725,7 +725,7 @@ def report(results: dict, path: Path) -> None:
 
 
 def anchor(entry: dict, created: str = "") -> str:
-    """The id of a comparison's detail section in BENCHMARKS.md (created: the run's time, one section per run)."""
+    """The id of a comparison's table on its run's page (created: the run's time)."""
     stamp = re.sub(r"[^0-9tz]+", "", created.lower())
     return "suite-" + (f"{stamp}-" if stamp else "") + re.sub(r"[^a-z0-9]+", "-", f"{entry['b']}-vs-{entry['a']}".lower()).strip("-")
 
@@ -743,16 +743,23 @@ def instruction_verdict(value: float | None, limit: float | None) -> str:
     return f"MISSED by {100 * (value / limit - 1):.2f}% ({value:.4f} > {limit:.4f})"
 
 
-def wallclock_summary(verdicts: dict | None, names) -> str:
-    """pyperf compare_to over a comparison's benchmarks: what was significant, else 'not significant'."""
+_SPEED = re.compile(r"(?:[\d.]+x (?:slower|faster)|no change)$")
+
+
+def wallclock_summary(verdicts: dict | None, names, brief: bool = False) -> str:
+    """pyperf compare_to over a comparison's benchmarks: what was significant, else 'not significant' (brief:
+    each significant benchmark with pyperf's speed verdict alone, "1.10x slower", without the means)."""
     if not verdicts:
         return "not measured"
     shown = [n for n in names if n in verdicts] or list(verdicts)
     sig = [n for n in shown if verdicts[n]["significant"]]
     if not sig:
         return f"not significant (0 of {len(shown)})"
-    return f"{len(sig)} of {len(shown)} significant: " + "; ".join(f"{n} {verdict_text(verdicts[n]['text'])}"
-                                                                  for n in sig)
+
+    def figures(text: str) -> str:
+        speed = _SPEED.search(text) if brief else None
+        return speed.group(0) if speed else verdict_text(text)
+    return f"{len(sig)} of {len(shown)} significant: " + "; ".join(f"{n} {figures(verdicts[n]['text'])}" for n in sig)
 
 
 def _seconds(value: float) -> str:
@@ -768,14 +775,9 @@ def _subset_note(results: dict) -> str:
             f"these cells run; not measured in this run: {', '.join(rest)}.")
 
 
-def render_markdown(results: dict, source: str = "", only: set | None = None) -> str:
-    """The standard suite's section of BENCHMARKS.md: method, interpreters, one table per comparison (only: the
-    (a, b) pairs to show, every comparison of the run if None; '' when none of them is in this run)."""
+def render_markdown(results: dict, source: str = "") -> str:
+    """The standard suite's Markdown of a run (its page): method, machine, interpreters, one table per comparison."""
     analysed = analyse_suite(results)
-    if only is not None:
-        analysed = [e for e in analysed if (e["a"], e["b"]) in only]
-        if not analysed:
-            return ""
     suite_, ins = results["suite"], results["instructions"]
     lines = [
         f'<a id="standard-suite-{re.sub(r"[^0-9tz]+", "", results["created"].lower())}"></a>',
@@ -801,6 +803,13 @@ def render_markdown(results: dict, source: str = "", only: set | None = None) ->
         "PYTHONPERFSUPPORT / PYTHON_PERF_JIT_SUPPORT inherited by them), `pyperf compare_to` per comparison: a "
         "difference is reported only where its t-test calls it significant, otherwise \"not significant\".",
     ]
+    machine, settings = results.get("machine") or {}, results["settings"]
+    if machine:
+        lines.append(f"- Machine: {machine.get('cpu', 'unknown CPU')} ({machine.get('arch', '?')}), "
+                     f"{machine.get('nproc', '?')} CPUs, kernel {machine.get('kernel', '?')}; measured: "
+                     + ", ".join(what for what, done in (("instruction counts", settings.get("instructions", True)),
+                                                         (f"wall clock (pyperf --{settings.get('rigor', 'fast')})",
+                                                          settings.get("wallclock"))) if done) + ".")
     seconds = ins.get("seconds", {})
     counted = {k: len(v) for k, v in ins["timings"].items()}
     if any(seconds.values()):

@@ -226,8 +226,10 @@ def test_summary_cli_rewrites_the_summary(tmp_path, capsys):
     source.write_text(json.dumps(synthetic_results()))
     summary = tmp_path / "BENCHMARKS.md"
     assert command.main(["summary", "--results", str(tmp_path), "--summary", str(summary)]) == 0
-    text = summary.read_text()
-    assert text.startswith("# Benchmarks") and "do not edit by hand" in text and "MISSED by" in text
+    text = " ".join(summary.read_text().split())
+    assert text.startswith("# Benchmarks") and "do not edit by hand" in text
+    assert "[workloads, wall clock, 2026-11-22T08:00:00Z](bench-20261122T080000Z.md)" in text
+    assert "MISSED by" in (tmp_path / "bench-20261122T080000Z.md").read_text()   # the run's page
     (tmp_path / "bench-20261123T080000Z.json").write_text("{not json")
     assert command.main(["summary", "--results", str(tmp_path), "--summary", str(summary)]) == 2
     assert capsys.readouterr().err.startswith("error: ")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import zipfile
 from pathlib import Path
 
@@ -237,6 +238,7 @@ def test_compare_to_parsing():
     assert suite.parse_compare_to("Not significant!\n", ["nbody"]) == {"nbody": {"significant": False, "text": "not significant"}}
     assert suite.wallclock_summary(got, ["nbody", "go", "json_dumps"]).startswith("1 of 3 significant: nbody 3.13")
     assert suite.wallclock_summary({"go": got["go"]}, ["go"]) == "not significant (0 of 1)"
+    assert suite.wallclock_summary(got, ["nbody", "go", "json_dumps"], brief=True) == "1 of 3 significant: nbody 1.10x slower"
 
 
 def test_compare_to_of_two_files_names_configurations_not_paths():
@@ -326,39 +328,72 @@ def test_summary_table_sets_figures_beside_anchors_and_links_details(tmp_path):
     new = suite_results("2026-11-23T16:00:00Z", wall=wall)
     new["instructions"]["timings"]["3.13-fp:perf"] = {"go": [[960.0]], "nbody": [[1000.0]]}
     (tmp_path / "suite-20261123T160000Z.json").write_text(json.dumps(new))
-    text = summary.render(tmp_path)
+    written = summary.refresh_summary(tmp_path / "BENCHMARKS.md", tmp_path)
+    text = written.read_text()
     lines = text.splitlines()
-    assert lines[0] == "# Benchmarks: runtime overhead of the perf trampolines" and "do not edit by hand" in text
+    flat = " ".join(text.split())
+    assert lines[0] == "# Benchmarks: runtime overhead of the perf trampolines" and "do not edit by hand" in flat
     table = [line for line in lines[lines.index("## Summary"):] if line.startswith("| ")]
-    assert table[0].startswith("| comparison | metric | measured (B/A) | wall clock (pyperf compare_to) | published anchor")
+    assert table[0].startswith("| comparison | benchmarks | measured (B/A) | wall clock (pyperf compare_to) | published anchor")
     native = next(line for line in table if "3.13-fp: -X perf active vs inactive" in line)
-    # the newest file wins: 1.2 and 1.0 -> geometric mean 1.0954
-    assert "(#suite-20261123t160000z-3-13-fp-perf-vs-3-13-fp-inactive)" in native and "| 1.0954 (+9.54%) |" in native
-    assert "instructions, geometric mean of 2 benchmarks" in native
-    assert "1 of 2 significant: nbody" in native and "gh-109587" in native
+    # the newest file wins: 1.2 and 1.0 -> geometric mean 1.0954; the link leads to the table on the run's page
+    assert "(suite-20261123T160000Z.md#suite-20261123t160000z-3-13-fp-perf-vs-3-13-fp-inactive)" in native
+    assert "| 1.0954 (+9.54%) |" in native and "| 2 |" in native   # the instruction counts' geometric mean of 2 benchmarks
+    # the wall clock in brief: pyperf's verdict of each significant benchmark, its means on the run's page
+    assert "| 1 of 2 significant: nbody 1.10x slower |" in native and "gh-109587" in native
     backport = next(line for line in table if "3.11-fp: -X perf active vs inactive" in line)
     assert "MISSED by 4.14% (1.1407 > 1.0954)" in backport
     vanilla = next(line for line in table if "3.11-fp (patched) vs 3.11-fp-vanilla" in line)
     assert "| none published |" in vanilla and "ok (1.0076 <= 1.0100)" in vanilla and "not measured" in vanilla
     variant = next(line for line in table if "3.13-release" in line)
     assert "PEP 831: +1.5 to +1.9% (x86-64), wall clock" in variant and "not run: no image of 3.13-release" in variant
-    assert '<a id="suite-20261123t160000z-3-13-fp-perf-vs-3-13-fp-inactive"></a>' in text
     assert "https://peps.python.org/pep-0831/#performance" in text
-    # only the newest run of each comparison; the older run (measured again since) goes to the archive
-    assert text.count("## The standard suite") == 1 and "run of 2026-11-23T10:00:00Z" not in text
-    archive = summary.render_archive(tmp_path)
-    assert archive.count("## The standard suite") == 1 and "run of 2026-11-23T10:00:00Z" in archive
-    assert "[BENCHMARKS-archive.md](BENCHMARKS-archive.md)" in text
+    # each run in detail on its own page beside its results file: every comparison of the run, the newest run's
+    # linked from BENCHMARKS.md, the older one linked from the newer run's page, saying what was measured again
+    new_page = (tmp_path / "suite-20261123T160000Z.md").read_text()
+    old_page = (tmp_path / "suite-20261123T100000Z.md").read_text()
+    assert '<a id="suite-20261123t160000z-3-13-fp-perf-vs-3-13-fp-inactive"></a>' in new_page
+    assert "# The standard suite: pyperformance's stdlib-only benchmarks (run of 2026-11-23T16:00:00Z)" in new_page
+    assert "[BENCHMARKS.md](BENCHMARKS.md)" in new_page and "1.10x slower" in new_page
+    assert "## The standard suite" not in text and "(suite-20261123T160000Z.md)" in text
+    assert "(suite-20261123T100000Z.md)" not in text and "[suite-20261123T100000Z](suite-20261123T100000Z.md)" in new_page
+    assert "run of 2026-11-23T10:00:00Z" in old_page and '<a id="suite-20261123t100000z-3-13-fp-perf-vs-3-13-fp-inactive"></a>' in old_page
+    assert ("Measured again since by [suite-20261123T160000Z](suite-20261123T160000Z.md): 3.11-fp (patched) vs "
+            "3.11-fp-vanilla, inactive; 3.11-fp: -X perf active vs inactive; 3.13-fp: -X perf active vs inactive."
+            in " ".join(old_page.split()))
+    assert not (tmp_path / "BENCHMARKS-archive.md").exists()
     # the user-level verdict under the summary, with the figures of the table
-    verdict = text[text.index("## What it costs you"):text.index("## The standard suite")]
+    verdict = " ".join(text[text.index("## What it costs you"):text.index("## Each run in detail")].split())
     assert "+10% on 3.13" in verdict and "### Why the cost differs by version" in verdict
     assert "**Built in, not turned on: +0.8% at most, on average.**" in verdict and "(geometric mean; the most affected benchmark, go on 3.11-fp, +1.0%)" in verdict
+    # a guide, not a log: prose wrapped, a page gone with its results file
+    assert all(len(line) <= summary.WIDTH for line in lines if not line.startswith("|"))
+    (tmp_path / "suite-20261123T100000Z.json").unlink()
+    summary.refresh_summary(tmp_path / "BENCHMARKS.md", tmp_path)
+    assert not (tmp_path / "suite-20261123T100000Z.md").exists() and (tmp_path / "suite-20261123T160000Z.md").exists()
+
+
+def test_wrapped_markdown_starts_no_line_with_a_block_marker():
+    """Prose is wrapped, tables and fenced blocks are not, and no wrapped line begins with a word Markdown reads
+    as a list item, quote or heading (it would change the text's meaning)."""
+    prose = "one loop = (I(2L) - I(L)) / L, 22.4 ms +- 2.3 ms, # of runs > 3, * 2 " * 8
+    text = "\n".join([prose, "- " + prose, "| " + prose + " |", "```", prose, "```"])
+    for width in range(20, 61):   # every width: some put a marker at a line's start unless the wrapper avoids it
+        wrapped = summary.wrap_markdown(text, width=width)
+        lines = wrapped.split("\n")
+        assert " ".join(wrapped.split()) == " ".join(text.split())
+        assert ("| " + prose + " |") in lines and lines.count(prose) == 1   # the table row and the fenced line kept
+        body = [line for line in lines if not line.startswith(("|", "```")) and line != prose]
+        assert all(len(line) <= width for line in body), width
+        assert not [line for line in body[1:] if re.match(r"\s*(?:[-+*>#]|\+-)(?:\s|$)", line)
+                    and not line.startswith("- one")], width
 
 
 def test_summary_without_any_run_says_so(tmp_path):
     text = summary.render(tmp_path)
     assert "No standard-suite run yet" in text
     assert "| frame pointers: fp vs release | - | not run |" in text
+    assert "## Each run in detail" in text and "- none yet" in text
 
 
 def test_suite_command_line_errors(capsys):
