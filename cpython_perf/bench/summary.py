@@ -421,7 +421,8 @@ def verdict(directory: Path) -> list[str]:
 
 def wrap_markdown(text: str, width: int = WIDTH) -> str:
     """Prose lines and list items wrapped to width; headings, tables, HTML and fenced blocks as they are.  A line
-    never starts with a word Markdown would read as a list item, quote, heading or rule."""
+    never starts with a word Markdown would read as a list item, quote, heading or rule, and a code span is never
+    broken (a line holding one longer than width is longer)."""
     out, fenced = [], False
     for line in text.split("\n"):
         if line.startswith("```"):
@@ -430,8 +431,22 @@ def wrap_markdown(text: str, width: int = WIDTH) -> str:
             out.append(line)
             continue
         lead = re.match(r"\s*(?:[-*] )?", line).group(0)
-        out += _wrap(line[len(lead):].split(), width, lead, " " * len(lead))
+        out += _wrap(_words(line[len(lead):]), width, lead, " " * len(lead))
     return "\n".join(out)
+
+
+def _words(text: str) -> list[str]:
+    """The words of a line, a code span with spaces kept as one (it is never broken across lines); a line with
+    an unpaired backtick is split at every space."""
+    if text.count("`") % 2:
+        return text.split()
+    words: list[str] = []
+    for word in text.split():
+        if words and words[-1].count("`") % 2:
+            words[-1] += " " + word
+        else:
+            words.append(word)
+    return words
 
 
 _BLOCK_START = re.compile(r"^(?:[-+*>=|_]+|#{1,6}|\d{1,9}[.)]|`{3,}.*|~{3,}.*)$")

@@ -374,9 +374,9 @@ def test_summary_table_sets_figures_beside_anchors_and_links_details(tmp_path):
 
 
 def test_wrapped_markdown_starts_no_line_with_a_block_marker():
-    """Prose is wrapped, tables and fenced blocks are not, and no wrapped line begins with a word Markdown reads
-    as a list item, quote or heading (it would change the text's meaning)."""
-    prose = "one loop = (I(2L) - I(L)) / L, 22.4 ms +- 2.3 ms, # of runs > 3, * 2 " * 8
+    """Prose is wrapped, tables and fenced blocks are not, no wrapped line begins with a word Markdown reads as a
+    list item, quote or heading (it would change the text's meaning), and no code span is broken."""
+    prose = "one loop = (I(2L) - I(L)) / L, 22.4 ms +- 2.3 ms, # of runs > 3, * 2, `a code span` " * 8
     text = "\n".join([prose, "- " + prose, "| " + prose + " |", "```", prose, "```"])
     for width in range(20, 61):   # every width: some put a marker at a line's start unless the wrapper avoids it
         wrapped = summary.wrap_markdown(text, width=width)
@@ -384,7 +384,8 @@ def test_wrapped_markdown_starts_no_line_with_a_block_marker():
         assert " ".join(wrapped.split()) == " ".join(text.split())
         assert ("| " + prose + " |") in lines and lines.count(prose) == 1   # the table row and the fenced line kept
         body = [line for line in lines if not line.startswith(("|", "```")) and line != prose]
-        assert all(len(line) <= width for line in body), width
+        assert all(len(line) <= width for line in body if "`" not in line), width
+        assert all(line.count("`") % 2 == 0 for line in body), width   # no code span broken across lines
         assert not [line for line in body[1:] if re.match(r"\s*(?:[-+*>#]|\+-)(?:\s|$)", line)
                     and not line.startswith("- one")], width
 

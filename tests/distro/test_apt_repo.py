@@ -481,8 +481,9 @@ def test_the_security_archive_can_be_named_like_the_main_one(monkeypatch):
 
 
 def test_a_signing_subkey_alone_signs_under_the_primary_fingerprint(gnupghome, tmp_path):
-    """The maintainers' way (docs/packagers.md): the primary key offline, CI given only a signing subkey
-    (gpg --export-secret-subkeys); --expect-fingerprint names the primary, which users compare with."""
+    """The maintainers' way (docs/packagers-appendix.md, "The signing key"): the primary key offline, CI given
+    only a signing subkey (gpg --export-secret-subkeys); --expect-fingerprint names the primary, which users
+    compare with."""
     gnupghome.mkdir(mode=0o700, exist_ok=True)
     g = ["gpg", "--homedir", str(gnupghome), "--batch", "--passphrase", ""]
     subprocess.run([*g, "--quick-gen-key", "primary <apt@example.invalid>", "ed25519", "cert", "1d"], check=True,
