@@ -104,14 +104,14 @@ def suite_entries(directory: Path) -> tuple[list[tuple[dict, dict, Path]], list[
             if entry["workloads"] and slot[0] is None:
                 slot[0] = (entry, results, path)
             if entry.get("wallclock") and slot[1] is None:
-                slot[1] = entry["wallclock"]
+                slot[1] = (entry["wallclock"], path)
         not_run += [dict(e, source=path) for e in results.get("not_run", [])]
     entries = []
     for (a, b), (counted, wall) in by_pair.items():
         if counted is None:
             continue   # timed only: shown in its file's section, no instruction figure for the table
         entry, results, path = counted
-        entry["wallclock"] = wall
+        entry["wallclock"], entry["wallclock_run"] = wall or (None, None)
         entries.append((entry, results, path))
     _backport_targets([e for e, _, _ in entries])
     seen = {(e["a"], e["b"]) for e, _, _ in entries}
@@ -142,7 +142,9 @@ def _short_anchor(kind: str) -> str:
     return f"[{SHORT[kind]}]({url})" if url else SHORT[kind]
 
 
-def _metric_row(entry: dict, results: dict, page: str) -> str:
+def _metric_row(entry: dict, results: dict, path: Path, summary: Path) -> str:
+    """A comparison's row of the summary table, linking its table on the page of the run that counted it, and its
+    wall clock on the page of the run that timed it where that is another run."""
     kind = entry["kind"]
     anchor = _short_anchor(kind)
     if entry["geomean"] is None:
@@ -153,8 +155,12 @@ def _metric_row(entry: dict, results: dict, page: str) -> str:
     n = len(entry["workloads"])
     wall = suite.wallclock_summary(entry.get("wallclock"), list(entry["workloads"]) or list(entry.get("wallclock") or {}),
                                    brief=True)
-    return (f"| [{entry['title']}]({page}#{suite.anchor(entry, results['created'])}) | {n} | {measured} | {wall} | "
-            f"{anchor} | {entry['target'] or TARGETS[kind]} | {verdict} |")
+    timed = entry.get("wallclock_run")
+    if timed and timed != path:
+        wall = f"{wall} (timed: [{timed.stem}]({page_link(timed, summary)}))"
+    link = f"{page_link(path, summary)}#{suite.anchor(entry, results['created'])}"
+    return (f"| [{entry['title']}]({link}) | {n} | {measured} | {wall} | {anchor} | "
+            f"{entry['target'] or TARGETS[kind]} | {verdict} |")
 
 
 def summary_table(directory: Path, summary: Path = SUMMARY) -> list[str]:
@@ -167,7 +173,8 @@ def summary_table(directory: Path, summary: Path = SUMMARY) -> list[str]:
         "instruction count ratio B/A (cachegrind: "
         "deterministic to about 0.01% between runs, so it resolves 1% targets; it does not see cache or branch effects); "
         "**wall clock** is `pyperf compare_to` on the measuring host (shared, 2 cores: see each run's Machine), given only where pyperf's t-test "
-        "calls the difference significant (each benchmark's pyperf figures are on the run's page). The published "
+        "calls the difference significant (each benchmark's pyperf figures are on the page of the run that timed it, "
+        "linked where that is not the run that counted it). The published "
         "anchors are wall-clock figures on dedicated machines. Each comparison links its table on its run's page.",
         "",
         "| comparison | benchmarks | measured (B/A) | wall clock (pyperf compare_to) | published anchor | target | verdict |",
@@ -175,7 +182,7 @@ def summary_table(directory: Path, summary: Path = SUMMARY) -> list[str]:
     ]
     order = {"vanilla": 0, "mode": 1, "variant": 2}
     for entry, results, path in sorted(entries, key=lambda e: (order[e[0]["kind"]], e[0]["title"])):
-        lines.append(_metric_row(entry, results, page_link(path, summary)))
+        lines.append(_metric_row(entry, results, path, summary))
     kinds_seen = {e["kind"] for e, _, _ in entries}
     for entry in not_run:
         lines.append(f"| `{entry['b']}` vs `{entry['a']}` | - | not run | - | {_short_anchor(entry['kind'])} | "

@@ -390,6 +390,24 @@ def test_wrapped_markdown_starts_no_line_with_a_block_marker():
                     and not line.startswith("- one")], width
 
 
+def test_a_wall_clock_timed_in_another_run_links_that_runs_page(tmp_path):
+    """A comparison counted in one run and timed in a newer one: its row links the counts' table and, beside the
+    wall clock, the page of the run that timed it."""
+    counted = suite_results("2026-11-23T10:00:00Z")
+    (tmp_path / "suite-20261123T100000Z.json").write_text(json.dumps(counted))
+    pair = {"kind": "mode", "a": "3.13-fp:inactive", "b": "3.13-fp:perf"}
+    timed = suite_results("2026-11-23T16:00:00Z", counts={"3.13-fp:inactive": {}, "3.13-fp:perf": {}}, planned=[pair],
+                          wall=[dict(pair, text=COMPARE_TO, verdicts=suite.parse_compare_to(COMPARE_TO))])
+    (tmp_path / "suite-20261123T160000Z.json").write_text(json.dumps(timed))
+    summary.refresh_summary(tmp_path / "BENCHMARKS.md", tmp_path)
+    row = next(line for line in (tmp_path / "BENCHMARKS.md").read_text().splitlines()
+               if line.startswith("| [3.13-fp: -X perf active vs inactive]"))
+    assert "(suite-20261123T100000Z.md#suite-20261123t100000z-3-13-fp-perf-vs-3-13-fp-inactive)" in row
+    assert "| 1 of 2 significant: nbody 1.10x slower (timed: [suite-20261123T160000Z](suite-20261123T160000Z.md)) |" in row
+    page = (tmp_path / "suite-20261123T160000Z.md").read_text()
+    assert '<a id="suite-20261123t160000z-3-13-fp-perf-vs-3-13-fp-inactive"></a>' in page and "1.10x slower" in page
+
+
 def test_summary_without_any_run_says_so(tmp_path):
     text = summary.render(tmp_path)
     assert "No standard-suite run yet" in text
