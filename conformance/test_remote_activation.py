@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from cpython_perf.build import containers
+from cpython_perf.run import containers
 from cpython_perf.check import external
 from cpython_perf.record import activate
 from cpython_perf.record.perf_samples import PERF_SCRIPT_FIELDS, chain_report, parse_perf_script, py_symbol

@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("cyclonedx.validation.json", reason="cyclonedx-python-lib is a dependency of cpython-perf: "
                                                         "pip install -e . installs it")
 
-from cpython_perf.build import pipeline as build, images, sbom
+from cpython_perf.image import pipeline, sbom
 from cpython_perf.matrix import load_matrix  # noqa: E402
 
 MATRIX = load_matrix()
@@ -30,7 +30,7 @@ def image(docker_client) -> str:
     cell = MATRIX.cell(CELL)
     if os.environ.get(IMAGE_ENV):
         return os.environ[IMAGE_ENV]
-    return build.ensure_cell_image(cell, MATRIX, log=lambda line: None)
+    return pipeline.ensure_cell_image(cell, MATRIX, log=lambda line: None)
 
 
 def _dpkg_query(client, image: str) -> set[tuple[str, str, str]]:
@@ -53,7 +53,7 @@ def test_image_carries_its_valid_sbom_with_every_package(docker_client, image):
     assert sbom.validate(text) is None
     doc = json.loads(text)
     cell = MATRIX.cell(CELL)
-    inputs = images.cell_inputs(cell, MATRIX.base_suite, None, lambda *_: None, MATRIX)
+    inputs = pipeline.cell_inputs(cell, MATRIX.base_suite, None, lambda *_: None, MATRIX)
     props = {p["name"]: p["value"] for p in doc["metadata"]["component"]["properties"]}
     assert props["cpython-perf:inputs-digest"] == inputs.digest
     debs = {(c["name"], c["version"]) for c in doc["components"] if c.get("purl", "").startswith("pkg:deb/")}

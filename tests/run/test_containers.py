@@ -1,11 +1,11 @@
-"""Container options of the driver (cpython_perf.build.containers): CAP_IPC_LOCK beside perf's capability, so that
+"""Container options of the driver (cpython_perf.run.containers): CAP_IPC_LOCK beside perf's capability, so that
 several perf suites can record on one machine at once.  No Docker: a fake client records what is created."""
 
 from __future__ import annotations
 
 import pytest
 
-from cpython_perf.build import containers
+from cpython_perf.run import containers
 
 
 class FakeContainer:

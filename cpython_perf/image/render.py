@@ -123,7 +123,7 @@ def render_base_dockerfile(suite: str, packages: list[str]) -> str:
 
 def render_tools_dockerfile(base_image: str, base_suite: str, archive_uri: str | None, suite: str, samply: str,
                             inferno: str) -> str:
-    """docker/tools.Dockerfile.j2: samply and the inferno flame-graph command (cpython_perf.build.tools)."""
+    """docker/tools.Dockerfile.j2: samply and the inferno flame-graph command (cpython_perf.image.tools)."""
     return _environment().get_template("tools.Dockerfile.j2").render(
         base_image=base_image, base_suite=base_suite, archive_uri=archive_uri, suite=suite, samply=samply,
         inferno=inferno)
@@ -159,7 +159,7 @@ DEFAULT_WORK_DIR = "/usr/src"
 
 @dataclass(frozen=True)
 class BuildVariation:
-    """A cell build run under other conditions than the image's own (cpython_perf.build.reproducibility): a shell
+    """A cell build run under other conditions than the image's own (cpython_perf.image.reproducibility): a shell
     prefix of the build command (umask, locale, time zone) and another build directory."""
 
     prefix: str
@@ -174,7 +174,7 @@ def render_cell_dockerfile(cell: Cell, base_image: str, inputs_digest: str = "un
     personality); a foreign-arch cell is cross-compiled on base_image (with
     build_python_image's interpreter as the build Python) and installed on
     target_base_image.  host: the arch of the machine that builds it (default: this one).  variation: the
-    build run under other conditions (cpython_perf.build.reproducibility; a natively built cell only); without
+    build run under other conditions (cpython_perf.image.reproducibility; a natively built cell only); without
     it, the Dockerfile every build uses."""
     if not cell.foreign_on(host or HOST_ARCH):
         return _environment().get_template("cell.Dockerfile.j2").render(

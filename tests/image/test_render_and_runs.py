@@ -1,8 +1,8 @@
 from __future__ import annotations
 
 from cpython_perf.record import perf_runs
-from cpython_perf.build import render
-from cpython_perf.build.containers import explain_perf_failure
+from cpython_perf.image import render
+from cpython_perf.run.containers import explain_perf_failure
 from cpython_perf.matrix import load_matrix
 
 
@@ -119,7 +119,7 @@ def test_dwarf_reach_at_o0_and_release():
 def test_tools_image_follows_the_pins_and_the_crate():
     from dataclasses import replace
 
-    from cpython_perf.build import tools
+    from cpython_perf.image import tools
     from cpython_perf.matrix import load_matrix
 
     matrix = load_matrix()

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from cpython_perf.build import containers, images, pipeline
+from cpython_perf.image import bases, pipeline
+from cpython_perf.run import containers
 from cpython_perf.matrix import PROJECT_ROOT, load_matrix
 from cpython_perf.source import sources
 
@@ -30,14 +31,14 @@ SOCKET = "/var/run/docker.sock"
 PROBE = """
 import docker, sys
 from pathlib import Path
-from cpython_perf.build import containers
+from cpython_perf.run import containers
 print(containers.engine_path_problem(docker.from_env(), sys.argv[1], Path(sys.argv[2])))
 """
 
 
 @pytest.fixture(scope="module")
 def base_image(docker_client):
-    return images.ensure_base_image(docker_client, load_matrix().base_suite, log=lambda *_: None)
+    return bases.ensure_base_image(docker_client, load_matrix().base_suite, log=lambda *_: None)
 
 
 def test_the_engine_sees_this_machines_directory(docker_client, base_image, tmp_path):

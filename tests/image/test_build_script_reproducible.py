@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from cpython_perf.build.render import BUILD_SCRIPT
+from cpython_perf.image.render import BUILD_SCRIPT
 
 RELEASED = 1613741686            # 2021-02-19 13:34:46 UTC
 OLDER = RELEASED - 86400

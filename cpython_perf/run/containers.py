@@ -1,4 +1,4 @@
-"""Run commands inside a cell image, with the least privilege that lets perf work.
+"""Run commands in a fresh container of an image, with the least privilege that lets perf work.
 
 perf_event_open needs CAP_PERFMON (engines that know it) or CAP_SYS_ADMIN
 (Docker 20.10, which rejects the PERFMON name).  The probe tries PERFMON

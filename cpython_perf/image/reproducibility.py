@@ -41,7 +41,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import host
-from . import images
+from . import sbom
+from .cell_image import build_cell_image
+from .docker_build import scratch_dir
+from .pipeline import cell_inputs
 from ..errors import DriverError, RuntimeFailure
 from ..matrix import PROJECT_ROOT
 from .render import DEFAULT_WORK_DIR, BuildVariation
@@ -267,7 +270,7 @@ def run(cell, matrix, log=print, out: Path | None = None, keep: bool = False, ot
     out.mkdir(parents=True)
     client = host.docker_client(log)
     existing = image_ids(client)   # never removed afterwards: only what this check made goes
-    inputs = images.cell_inputs(cell, matrix.base_suite, None, log, matrix)
+    inputs = cell_inputs(cell, matrix.base_suite, None, log, matrix)
     run_id = f"{os.getpid()}"   # two checks at once do not share (or remove) each other's images
     tags = {"a": f"{REPOSITORY}:{cell.name}-a-{run_id}", "b": f"{REPOSITORY}:{cell.name}-b-{run_id}"}
     summary: dict = {"cell": cell.name, "inputs": inputs.digest, "variation": {
@@ -279,14 +282,15 @@ def run(cell, matrix, log=print, out: Path | None = None, keep: bool = False, ot
     if other_build_path:
         variation = BuildVariation(VARIATION.prefix, OTHER_BUILD_PATH)
     summary["variation"]["b"]["build_dir"] = variation.work_dir
-    scratch = Path(tempfile.mkdtemp(prefix=f"cpython-perf-repro-{cell.name}-", dir=images._scratch_dir()))
+    scratch = Path(tempfile.mkdtemp(prefix=f"cpython-perf-repro-{cell.name}-", dir=scratch_dir()))
     try:
         for which in ("a", "b"):
             started = time.monotonic()
             log(f"== build {which}: {tags[which]}")
-            images.build_cell_image(client, inputs, matrix.base_suite, log, tag=tags[which],
-                                    variation=variation if which == "b" else None,
-                                    container_limits=VARIED_LIMITS if which == "b" else None)
+            build_cell_image(client, inputs, matrix.base_suite, log, tag=tags[which],
+                             variation=variation if which == "b" else None,
+                             container_limits=VARIED_LIMITS if which == "b" else None)
+            sbom.attach_sbom(client, inputs, tags[which], matrix.base_suite, log, save=False)
             summary["seconds"][f"build_{which}"] = round(time.monotonic() - started, 1)
         trees = {}
         for which in ("a", "b"):

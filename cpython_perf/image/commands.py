@@ -1,4 +1,4 @@
-"""The build stage's subcommands of `python -m cpython_perf`: render, build, push, base-image, tools-image,
+"""The image stage's subcommands of `python -m cpython_perf`: render, build, push, base-image, tools-image,
 reproducibility."""
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ from ..errors import DriverError
 from ..matrix import HOST_ARCH, KNOWN_ARCHES, load_matrix
 from ..progress import add_verbose_option
 from ..subcommands import Command, log
-from . import images, registry, reproducibility, tools
-from . import pipeline as build
+from . import bases, pipeline, registry, reproducibility, tools
 
 
 def _cell_argument(parser) -> None:
@@ -20,13 +19,13 @@ def _cell_argument(parser) -> None:
 
 def _render(args) -> None:
     matrix = load_matrix(args.matrix)
-    sys.stdout.write(build.rendered_dockerfile(matrix.cell(args.cell), matrix))
+    sys.stdout.write(pipeline.rendered_dockerfile(matrix.cell(args.cell), matrix))
 
 
 def _build_arguments(parser) -> None:
     add_verbose_option(parser)
     parser.add_argument("cell")
-    parser.add_argument("--base-mode", choices=images.BASE_MODES, default=None,
+    parser.add_argument("--base-mode", choices=bases.BASE_MODES, default=None,
                         help="how to make the base image (default: auto, or $CPYTHON_PERF_BASE_MODE)")
     parser.add_argument("--no-cache", action="store_true",
                         help="build the cell image, every layer, even where a local image carries its inputs "
@@ -36,18 +35,18 @@ def _build_arguments(parser) -> None:
     parser.add_argument("--registry", default=None, metavar="REF",
                         help="an image registry, host[:port][/path] (default: $CPYTHON_PERF_REGISTRY, else none): "
                              "use a current local image, else pull the one published for the cell's inputs "
-                             "digest, and build only where neither is had (cpython_perf/build/registry.py)")
+                             "digest, and build only where neither is had (cpython_perf/image/registry.py)")
 
 
 def _build(args) -> None:
     matrix = load_matrix(args.matrix)
     cell = matrix.cell(args.cell)
     if args.if_stale and not args.no_cache:
-        build.ensure_cell_image(cell, matrix, log, registry.configured_registry(args.registry))
+        pipeline.ensure_cell_image(cell, matrix, log, registry.configured_registry(args.registry))
         log(f"{cell.image} is current")
     else:
-        build.build_cell(cell, matrix, log, args.base_mode, no_cache=args.no_cache,
-                         registry=registry.configured_registry(args.registry))
+        pipeline.build_cell(cell, matrix, log, args.base_mode, no_cache=args.no_cache,
+                            registry=registry.configured_registry(args.registry))
 
 
 def _push_arguments(parser) -> None:
@@ -63,12 +62,12 @@ def _push(args) -> None:
     if where is None:
         raise DriverError(f"push needs a registry: --registry REF or ${registry.REGISTRY_ENV} "
                           f"(e.g. {registry.EXAMPLE})")
-    print(build.push_cell(cell, where, matrix, log))
+    print(pipeline.push_cell(cell, where, matrix, log))
 
 
 def _base_image_arguments(parser) -> None:
     add_verbose_option(parser)
-    parser.add_argument("--mode", choices=images.BASE_MODES, default=None)
+    parser.add_argument("--mode", choices=bases.BASE_MODES, default=None)
     parser.add_argument("--arch", choices=KNOWN_ARCHES, default=HOST_ARCH,
                         help="the base of another arch's cells (always bootstrapped; --mode is the host base's)")
 
@@ -76,8 +75,8 @@ def _base_image_arguments(parser) -> None:
 def _base_image(args) -> None:
     matrix = load_matrix(args.matrix)
     client = host.docker_client(log)
-    print(images.ensure_base_image(client, matrix.base_suite, args.mode, log) if args.arch == HOST_ARCH
-          else images.ensure_arch_base_image(client, matrix.base_suite, args.arch, log))
+    print(bases.ensure_base_image(client, matrix.base_suite, args.mode, log) if args.arch == HOST_ARCH
+          else bases.ensure_arch_base_image(client, matrix.base_suite, args.arch, log))
 
 
 def _tools_image(args) -> None:
@@ -111,6 +110,6 @@ COMMANDS = (
             add_verbose_option, _tools_image),
     Command("reproducibility", "build a cell twice (its own build; then another build path, umask, locale, time "
                                "zone, CPU count, later) and compare their /opt/cpython (diffoscope); exit 1 on a "
-                               "difference without a known reason (cpython_perf/build/reproducibility.py)",
+                               "difference without a known reason (cpython_perf/image/reproducibility.py)",
             _reproducibility_arguments, _reproducibility),
 )

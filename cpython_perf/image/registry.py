@@ -1,7 +1,7 @@
 """Published cell images: an image registry as a store of built images, looked up by inputs digest.
 
 A cell image is published as `<registry>/cpython-perf:<cell>-<inputs digest>` (published_ref), the digest
-being the label the driver puts on every cell image (images.INPUTS_LABEL): whoever computes the same inputs
+being the label the driver puts on every cell image (labels.INPUTS_LABEL): whoever computes the same inputs
 from a checkout finds the same tag.  `build CELL` with a registry (`--registry REF` or $CPYTHON_PERF_REGISTRY)
 uses a current local image as it is, else pulls the published tag, checks its inputs label and tags it
 `cpython-perf:<cell>` ("pulled ... instead of building"); where the registry does not answer or has no such
@@ -18,7 +18,8 @@ import os
 import re
 
 from ..errors import DriverError, RuntimeFailure
-from .images import INPUTS_LABEL, BuildContext
+from .context import BuildContext
+from .labels import INPUTS_LABEL
 from ..matrix import IMAGE_REPOSITORY
 
 REGISTRY_ENV = "CPYTHON_PERF_REGISTRY"

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from cpython_perf.build.images import mmdebstrap_archive_args
+from cpython_perf.image.bootstrap import mmdebstrap_archive_args
 
 pytestmark = pytest.mark.skipif(shutil.which("mmdebstrap") is None or os.geteuid() != 0,
                                 reason="needs mmdebstrap, run as root")

@@ -3,7 +3,7 @@
 
 The images pushed here are small stand-ins built FROM scratch carrying a real cell's inputs label (the digest
 `build` computes from this checkout), tagged `cpython-perf-regtest:*` so that the machine's own
-`cpython-perf:<cell>` images are never touched; the driver's push and pull (cpython_perf.build.registry) treat
+`cpython-perf:<cell>` images are never touched; the driver's push and pull (cpython_perf.image.registry) treat
 them as they treat a cell image: by that label.  Every tag and the registry are removed afterwards.
 """
 
@@ -22,7 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from cpython_perf.build import sbom, images, registry
+from cpython_perf.image import labels, pipeline, registry, sbom
+from cpython_perf.image.cell_image import prepare_context
+from cpython_perf.image.context import BuildContext
+from cpython_perf.image.docker_build import docker_build
+from cpython_perf.source import patches
 from cpython_perf.matrix import PROJECT_ROOT, load_matrix
 
 pytestmark = pytest.mark.container
@@ -90,14 +94,14 @@ def stand_in(client, tags: list, tag: str, inputs_digest: str, tmp_path: Path) -
     ctx = tmp_path / f"ctx-{len(tags)}"
     ctx.mkdir()
     (ctx / "payload").write_text(f"{tag} {inputs_digest} {time.time_ns()}\n")
-    (ctx / "Dockerfile").write_text(f'FROM scratch\nCOPY payload /payload\nLABEL {images.INPUTS_LABEL}="{inputs_digest}"\n')
+    (ctx / "Dockerfile").write_text(f'FROM scratch\nCOPY payload /payload\nLABEL {labels.INPUTS_LABEL}="{inputs_digest}"\n')
     image, _ = client.images.build(path=str(ctx), tag=tag, rm=True, forcerm=True)
     tags.append(tag)
     return image.id
 
 
-def cell_inputs(name: str = CELL, matrix=MATRIX) -> images.BuildContext:
-    return images.cell_inputs(matrix.cell(name), matrix.base_suite, log=lambda *_: None, matrix=matrix, fetch=False)
+def cell_inputs(name: str = CELL, matrix=MATRIX) -> BuildContext:
+    return pipeline.cell_inputs(matrix.cell(name), matrix.base_suite, log=lambda *_: None, matrix=matrix, fetch=False)
 
 
 def registry_tags(host_port: str, repository: str) -> list[str]:
@@ -131,7 +135,7 @@ def test_push_then_pull_by_inputs_digest(docker_client, local_registry, tags, tm
     assert registry.pull_published(docker_client, inputs, where, said.append, local=pulled_as) is True
     assert said == [f"pulled {ref} (inputs {inputs.digest}) instead of building"]
     image = docker_client.images.get(pulled_as)
-    assert image.id == built and image.labels[images.INPUTS_LABEL] == inputs.digest
+    assert image.id == built and image.labels[labels.INPUTS_LABEL] == inputs.digest
     assert not docker_client.images.list(name=ref.rsplit(":", 1)[0]), "the pulled tag is left behind"
 
     # the manifest digest the push reported names the same image
@@ -148,7 +152,7 @@ def test_other_inputs_are_not_pulled(docker_client, local_registry, tags, tmp_pa
     stand_in(docker_client, tags, f"{TEST_REPOSITORY}:old", old.digest, tmp_path)
     registry.push_published(docker_client, old, where, lambda *_: None, local=f"{TEST_REPOSITORY}:old")
     edited = load_matrix(project_copy / "matrix.yaml")
-    patch = images.patches.read_series(edited.cell(CELL).series)[0].path
+    patch = patches.read_series(edited.cell(CELL).series)[0].path
     patch.write_text(patch.read_text() + "\n")
     new = cell_inputs(CELL, edited)
     assert new.digest != old.digest
@@ -223,15 +227,15 @@ def test_build_labels_reach_the_image_without_changing_its_inputs_label(docker_c
     ctx = tmp_path / "ctx"
     ctx.mkdir()
     (ctx / "payload").write_text("x\n")
-    (ctx / "Dockerfile").write_text(f'FROM scratch\nCOPY payload /payload\nLABEL {images.INPUTS_LABEL}="{inputs.digest}"\n')
-    labels = images.build_labels(inputs, {"GITHUB_SERVER_URL": "https://example.org", "GITHUB_REPOSITORY": "o/p",
-                                          "GITHUB_SHA": "a" * 40})
+    (ctx / "Dockerfile").write_text(f'FROM scratch\nCOPY payload /payload\nLABEL {labels.INPUTS_LABEL}="{inputs.digest}"\n')
+    given = labels.build_labels(inputs, {"GITHUB_SERVER_URL": "https://example.org", "GITHUB_REPOSITORY": "o/p",
+                                         "GITHUB_SHA": "a" * 40})
     tag = f"{TEST_REPOSITORY}:labels"
     tags.append(tag)
-    images._docker_build(docker_client, ctx, tag, lambda *_: None, labels=labels)
+    docker_build(docker_client, ctx, tag, lambda *_: None, labels=given)
     found = docker_client.images.get(tag).labels
-    assert found == {images.INPUTS_LABEL: inputs.digest, **labels}
-    assert found[images.REVISION_LABEL] == "a" * 40 and found[images.SOURCE_LABEL] == "https://example.org/o/p"
+    assert found == {labels.INPUTS_LABEL: inputs.digest, **given}
+    assert found[labels.REVISION_LABEL] == "a" * 40 and found[labels.SOURCE_LABEL] == "https://example.org/o/p"
 
 
 def test_the_workflows_pull_script_pulls_what_is_published_and_lists_the_rest(docker_client, local_registry, tags,
@@ -267,7 +271,7 @@ def test_build_with_a_registry_uses_a_current_local_image_without_asking_it(tmp_
     from cpython_perf import host
 
     inputs = cell_inputs()
-    if not images.image_is_current(host.docker_client(), inputs):
+    if not labels.image_is_current(host.docker_client(), inputs):
         pytest.skip(f"cpython-perf:{CELL} is not current here (build it first); this test only reads it")
     closed = f"127.0.0.1:{free_port()}/nothing"
     done = subprocess.run([sys.executable, "-m", "cpython_perf", "build", CELL, "--registry", closed], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300,
@@ -286,7 +290,7 @@ def built_here(client, name: str):
         image = client.images.get(cell.image)
     except docker.errors.ImageNotFound:
         pytest.skip(f"{cell.image} does not exist here (build it first); this test only reads it")
-    if not images.image_is_current(client, cell_inputs(name)):
+    if not labels.image_is_current(client, cell_inputs(name)):
         pytest.skip(f"{cell.image} is not current here (build it first); this test only reads it")
     return image
 
@@ -325,21 +329,21 @@ def test_a_real_cell_build_carries_the_build_labels_and_keeps_its_layers(docker_
     if not image.attrs.get("Parent"):
         pytest.skip(f"{image.tags[0]} was not built here (no build cache): this would be a full build")
     try:
-        inputs = images.cell_inputs(MATRIX.cell(CELL), MATRIX.base_suite, log=lambda *_: None, matrix=MATRIX)
+        inputs = pipeline.cell_inputs(MATRIX.cell(CELL), MATRIX.base_suite, log=lambda *_: None, matrix=MATRIX)
     except SourceUnavailable as exc:
         pytest.skip(f"the cell's source cannot be had here: {exc}")
-    labels = images.build_labels(inputs, {"GITHUB_SERVER_URL": "https://example.org", "GITHUB_REPOSITORY": "o/p",
-                                          "GITHUB_SHA": "b" * 40})
+    given = labels.build_labels(inputs, {"GITHUB_SERVER_URL": "https://example.org", "GITHUB_REPOSITORY": "o/p",
+                                         "GITHUB_SHA": "b" * 40})
     tag = f"{TEST_REPOSITORY}:{CELL}-labels"
     tags.append(tag)
     with tempfile.TemporaryDirectory(prefix="cpython-perf-regtest-") as ctx:
-        images.prepare_context(inputs, Path(ctx))
-        images._docker_build(docker_client, Path(ctx), tag, lambda *_: None, labels=labels)
+        prepare_context(inputs, Path(ctx))
+        docker_build(docker_client, Path(ctx), tag, lambda *_: None, labels=given)
     built = docker_client.images.get(tag)
-    assert built.labels[images.INPUTS_LABEL] == inputs.digest
-    assert {k: built.labels[k] for k in labels} == labels
-    assert built.labels[images.SERIES_LABEL] == images.series_digest(MATRIX.cell(CELL))
+    assert built.labels[labels.INPUTS_LABEL] == inputs.digest
+    assert {k: built.labels[k] for k in given} == given
+    assert built.labels[labels.SERIES_LABEL] == labels.series_digest(MATRIX.cell(CELL))
     own = image.attrs["RootFS"]["Layers"]
     if image.labels.get(sbom.SBOM_LABEL):
-        own = own[:-1]   # the SBOM's layer, added on top after the build (images.attach_sbom)
+        own = own[:-1]   # the SBOM's layer, added on top after the build (sbom.attach_sbom)
     assert built.attrs["RootFS"]["Layers"] == own

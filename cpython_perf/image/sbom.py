@@ -31,14 +31,17 @@ import hashlib
 import io
 import re
 import tarfile
+import tempfile
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ..errors import DriverError
+from ..matrix import PROJECT_ROOT
 from ..source import patches
 from ..source.sources import sha256_of
-from ..errors import DriverError
+from .docker_build import docker_build, scratch_dir
 
 SPEC_VERSION = "1.6"
 IMAGE_SBOM_PATH = "/opt/cpython/share/sbom/cpython.cdx.json"
@@ -279,7 +282,7 @@ def _depends(document, ref_of, dependents) -> None:
 
 @dataclass(frozen=True)
 class CellFacts:
-    """What a cell image's SBOM states, gathered from its inputs (images.BuildContext) and the image."""
+    """What a cell image's SBOM states, gathered from its inputs (context.BuildContext) and the image."""
 
     cell: str
     version: str
@@ -304,17 +307,14 @@ class CellFacts:
 
 
 def cell_facts(inputs, packages: list[DebPackage], sde: int | None = None, distro: str = "") -> CellFacts:
-    """The facts of a cell image from its images.BuildContext and the packages installed in it."""
+    """The facts of a cell image from its context.BuildContext and the packages installed in it."""
     from . import render
-    from ..matrix import PROJECT_ROOT
-
-    additions_root = PROJECT_ROOT / "Python-additions"
 
     cell = inputs.cell
     recipe = cell.recipe
     patch_files = tuple(PatchFile.of(str(p.path.relative_to(PROJECT_ROOT)), p.path.read_bytes())
                         for p in inputs.patches)
-    additions = tuple((f"Python-additions/{rel}", sha256_of(additions_root / rel)) for rel in cell.additions)
+    additions = tuple((f"Python-additions/{rel}", sha256_of(patches.ADDITIONS_ROOT / rel)) for rel in cell.additions)
     header = PROJECT_ROOT / "patches" / "backport-additions.dep3"
     additions_fields = tuple(dep3_fields(header.read_text())) if additions and header.is_file() else ()
     return CellFacts(
@@ -411,7 +411,7 @@ def attach_archive(text: str, mtime: int, dest: Path) -> None:
     """The tar that ADD unpacks at / : the SBOM file and its directories, every entry root's, dated mtime.
     Its parent (share/) is in it too, so that its modification time is mtime as well, not the time of the
     layer (adding an entry to a directory changes that directory's mtime): the image's /opt/cpython stays
-    reproducible (cpython_perf.build.reproducibility)."""
+    reproducible (cpython_perf.image.reproducibility)."""
     data = text.encode()
     parts = Path(IMAGE_SBOM_PATH).relative_to("/").parts
     with tarfile.open(dest, "w", format=tarfile.GNU_FORMAT) as tar:
@@ -442,6 +442,34 @@ def image_sbom(client, image: str) -> tuple[str | None, str | None]:
         container.remove(force=True)
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         return label, tar.extractfile(tar.next()).read().decode()
+
+
+def attach_sbom(client, inputs, tag: str, suite: str, log=print, save: bool = True) -> str:
+    """The SBOM stage: put the SBOM of image tag, built from inputs (a context.BuildContext), at IMAGE_SBOM_PATH,
+    in a layer of its own on top of it, with the label SBOM_LABEL = its sha256, and tag the result as tag; save:
+    also write it to results/sbom/<cell>.cdx.json.  The image id.
+
+    The SBOM is not one of the inputs: it is made from them (the source, the series, the additions, the
+    flags) and from the packages the image holds, after the build, so the inputs digest (the label that says
+    whether an image is current) stays a function of the inputs alone, and the build layers are cached as
+    before.  It is deterministic: the same image gives the same file, and this layer is then Docker's cached
+    one."""
+    packages = image_packages(client, tag)
+    facts = cell_facts(inputs, packages, distro=distro_of(suite))
+    text = cell_bom(facts)
+    if save:
+        out = write(text, sbom_results_path(inputs.cell.name))
+        log(f"SBOM of {tag}: {out} (CycloneDX {SPEC_VERSION}, valid; {len(packages)} Debian packages, "
+            f"{len(facts.patches)} patches, {len(facts.additions)} additions)")
+    with tempfile.TemporaryDirectory(prefix=f"cpython-perf-sbom-{inputs.cell.name}-", dir=scratch_dir()) as ctx:
+        attach_archive(text, facts.source_date_epoch, Path(ctx) / ATTACH_ARCHIVE)
+        (Path(ctx) / "Dockerfile").write_text(attach_dockerfile(tag, label_value(text)))
+        return docker_build(client, Path(ctx), tag, log)
+
+
+def sbom_results_path(cell_name: str) -> Path:
+    """results/sbom/<cell>.cdx.json: where a cell image's SBOM is written beside the image's own copy."""
+    return PROJECT_ROOT / "results" / "sbom" / f"{cell_name}.cdx.json"
 
 
 def distro_of(suite: str) -> str:

@@ -1,5 +1,5 @@
 """An image whose inputs label matches is used as it is: the source is not fetched (python.org may be down)."""
-from cpython_perf.build import pipeline as build, images
+from cpython_perf.image import cell_image, labels, pipeline
 from cpython_perf import host
 from cpython_perf.source import sources
 from cpython_perf.errors import SourceUnavailable
@@ -14,13 +14,13 @@ def _unreachable(*_args, **_kw):
 
 def test_a_current_image_is_trusted_without_fetching(monkeypatch):
     cell = MATRIX.cell("3.13-fp")
-    digest = images.cell_inputs(cell, MATRIX.base_suite, log=lambda *_: None, matrix=MATRIX, fetch=False).digest
+    digest = pipeline.cell_inputs(cell, MATRIX.base_suite, log=lambda *_: None, matrix=MATRIX, fetch=False).digest
     monkeypatch.setattr(sources, "fetch_source", _unreachable)
     monkeypatch.setattr(host, "docker_client", lambda *a, **k: object())
     seen = []
-    monkeypatch.setattr(images, "image_is_current", lambda client, inputs: seen.append(inputs.digest) or True)
-    monkeypatch.setattr(images, "build_cell_image", lambda *a, **k: seen.append("built"))
-    assert build.ensure_cell_image(cell, MATRIX, log=lambda *_: None) == cell.image
+    monkeypatch.setattr(labels, "image_is_current", lambda client, inputs: seen.append(inputs.digest) or True)
+    monkeypatch.setattr(cell_image, "build_cell_image", lambda *a, **k: seen.append("built"))
+    assert pipeline.ensure_cell_image(cell, MATRIX, log=lambda *_: None) == cell.image
     assert seen == [digest]
 
 
@@ -28,9 +28,9 @@ def test_a_stale_image_fetches_and_says_when_it_cannot(monkeypatch):
     cell = MATRIX.cell("3.13-fp")
     monkeypatch.setattr(sources, "fetch_source", _unreachable)
     monkeypatch.setattr(host, "docker_client", lambda *a, **k: object())
-    monkeypatch.setattr(images, "image_is_current", lambda client, inputs: False)
+    monkeypatch.setattr(labels, "image_is_current", lambda client, inputs: False)
     try:
-        build.ensure_cell_image(cell, MATRIX, log=lambda *_: None)
+        pipeline.ensure_cell_image(cell, MATRIX, log=lambda *_: None)
     except SourceUnavailable as exc:
         assert "unreachable" in str(exc)
     else:

@@ -1,7 +1,7 @@
-"""SBOMs (cpython_perf.build.sbom): a cell image's and a distro lane's, CycloneDX 1.6 JSON checked with the library's own
+"""SBOMs (cpython_perf.image.sbom): a cell image's and a distro lane's, CycloneDX 1.6 JSON checked with the library's own
 JSON-schema validator.  No Docker: the cell's packages come from a dpkg status text, the lane's output is
 synthetic (a .dsc, .debs and a .buildinfo made here, in a directory named by the lane's real build key).  The
-real image is in tests/build/test_sbom_image.py (container)."""
+real image is in tests/image/test_sbom_image.py (container)."""
 
 from __future__ import annotations
 
@@ -17,11 +17,12 @@ pytest.importorskip("cyclonedx.validation.json", reason="cyclonedx-python-lib is
                                                         "pip install -e . installs it")
 
 from cpython_perf import cli
-from cpython_perf.build import images, sbom
+from cpython_perf.image import pipeline, sbom
 from cpython_perf.distro import deb_build, series_forms  # noqa: E402
 from cpython_perf.distro import sbom as lane_sbom  # noqa: E402
 from cpython_perf.errors import DriverError  # noqa: E402
 from cpython_perf.matrix import PROJECT_ROOT, load_matrix  # noqa: E402
+from cpython_perf.source import patches  # noqa: E402
 
 MATRIX = load_matrix()
 
@@ -77,7 +78,7 @@ def test_dpkg_status_gives_the_installed_packages_as_dpkg_query_lists_them():
 
 def _cell_bom(cell_name: str) -> tuple[str, object]:
     cell = MATRIX.cell(cell_name)
-    inputs = images.cell_inputs(cell, MATRIX.base_suite, log=lambda *_: None, matrix=MATRIX, fetch=False)
+    inputs = pipeline.cell_inputs(cell, MATRIX.base_suite, log=lambda *_: None, matrix=MATRIX, fetch=False)
     facts = sbom.cell_facts(inputs, sbom.parse_dpkg_status(STATUS), sde=1613741686, distro="debian-trixie")
     return sbom.cell_bom(facts), inputs
 
@@ -113,7 +114,7 @@ def test_cell_sbom_is_valid_and_names_source_patches_additions_and_packages(cell
     assert len(cpython["pedigree"]["patches"]) == len(series) > 0
     for rel in cell.additions:
         file = components[f"file:Python-additions/{rel}"]
-        assert file["hashes"][0]["content"] == hashlib.sha256((images.ADDITIONS_ROOT / rel).read_bytes()).hexdigest()
+        assert file["hashes"][0]["content"] == hashlib.sha256((patches.ADDITIONS_ROOT / rel).read_bytes()).hexdigest()
         assert _props(file)["cpython-perf:dep3:Origin"][0].startswith("backport")
     libc = components["pkg:deb/debian/libc6@2.41-12?arch=amd64&distro=debian-trixie"]
     assert libc["version"] == "2.41-12" and _props(libc)["cpython-perf:deb:source"] == ["glibc"]

@@ -1,4 +1,4 @@
-"""The reproducibility check's pieces (cpython_perf.build.reproducibility), without Docker: the varied build's Dockerfile,
+"""The reproducibility check's pieces (cpython_perf.image.reproducibility), without Docker: the varied build's Dockerfile,
 the comparison of two unpacked trees and the known differences.  The check itself builds a cell twice:
 nox -s reproducibility-<cell> (minutes)."""
 
@@ -7,14 +7,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from cpython_perf.build import images, render, reproducibility
+from cpython_perf.image import pipeline, render, reproducibility
 from cpython_perf.matrix import load_matrix
 
 MATRIX = load_matrix()
 
 
 def _inputs(name="3.9-fp"):
-    return images.cell_inputs(MATRIX.cell(name), MATRIX.base_suite, log=lambda *_: None, matrix=MATRIX, fetch=False)
+    return pipeline.cell_inputs(MATRIX.cell(name), MATRIX.base_suite, log=lambda *_: None, matrix=MATRIX, fetch=False)
 
 
 def test_the_default_dockerfile_is_unchanged_by_the_variation_hook():

@@ -19,7 +19,7 @@ import uuid
 
 import pytest
 
-from cpython_perf.build import images
+from cpython_perf.image import labels, pipeline
 from cpython_perf.matrix import PROJECT_ROOT, load_matrix
 
 pytestmark = pytest.mark.container
@@ -28,7 +28,7 @@ SCRIPT = r"""
 import sys
 from cpython_perf import matrix as m
 m.IMAGE_REPOSITORY = sys.argv[1]
-from cpython_perf.build import pipeline
+from cpython_perf.image import pipeline
 mx = m.load_matrix()
 print(pipeline.build_cell(mx.cell("3.13-fp"), mx, no_cache=len(sys.argv) > 2)["how"])
 """
@@ -37,7 +37,7 @@ print(pipeline.build_cell(mx.cell("3.13-fp"), mx, no_cache=len(sys.argv) > 2)["h
 def _context(digest: str) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name, data in (("Dockerfile", f"FROM scratch\nCOPY probe /probe\nLABEL {images.INPUTS_LABEL}={digest}\n"),
+        for name, data in (("Dockerfile", f"FROM scratch\nCOPY probe /probe\nLABEL {labels.INPUTS_LABEL}={digest}\n"),
                            ("probe", "built by uid 0\n")):
             info = tarfile.TarInfo(name)
             info.size = len(data)
@@ -62,8 +62,8 @@ def _python_for(user: str) -> tuple[str, str]:
 def test_a_second_user_uses_the_image_the_first_built(docker_client):
     matrix = load_matrix()
     repository = f"cpython-perf-twousers-{uuid.uuid4().hex[:8]}"
-    digest = images.cell_inputs(matrix.cell("3.13-fp"), matrix.base_suite, log=lambda *_: None, matrix=matrix,
-                                fetch=False).digest
+    digest = pipeline.cell_inputs(matrix.cell("3.13-fp"), matrix.base_suite, log=lambda *_: None, matrix=matrix,
+                                  fetch=False).digest
     image, _ = docker_client.images.build(fileobj=io.BytesIO(_context(digest)), custom_context=True,
                                           tag=f"{repository}:3.13-fp", rm=True)
     user = f"cpt{uuid.uuid4().hex[:6]}"

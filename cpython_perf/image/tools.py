@@ -12,15 +12,14 @@ and it is tagged only when the build (which runs both tools once) succeeds.
   and the tests mount it read-only.
 - py-spy (PyPI, the fidelity benchmark's reference) is not Debian's: py_spy_binary()
   fetches the pinned wheel with pip, checks its sha256 and caches its binary.
-- render_flamegraph() runs the renderer in the tools image over a `perf script`
-  output file and writes the SVG beside it (or nothing, on failure).
+- the report's flame graphs run the renderer (FLAMEGRAPH_COMMAND) in the tools
+  image over a `perf script` output file (cpython_perf.report.flamegraph).
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
-import os
 import shutil
 import subprocess
 import sys
@@ -29,7 +28,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from . import containers, images, render
+from . import bases, render
+from .docker_build import docker_build, image_exists, scratch_dir
 from ..source import sources
 from ..errors import DriverError, ImageBuildFailed
 from ..matrix import Matrix
@@ -89,19 +89,19 @@ def ensure_tools_image(client, matrix: Matrix, log=print) -> str:
     """The tools image's tag, built (with the base image it starts from) if missing."""
     dockerfile = tools_dockerfile(matrix, sources.debian_archive_uri())
     tag = tools_image_tag(dockerfile)
-    if images._image_exists(client, tag):
+    if image_exists(client, tag):
         return tag
-    images.ensure_base_image(client, matrix.base_suite, log=log)
+    bases.ensure_base_image(client, matrix.base_suite, log=log)
     pins = _pins(matrix)
     log(f"building {tag}: samply {pins.samply} and inferno {pins.inferno} from Debian {pins.suite}")
-    with tempfile.TemporaryDirectory(prefix="cpython-perf-tools-", dir=images._scratch_dir()) as ctx:
+    with tempfile.TemporaryDirectory(prefix="cpython-perf-tools-", dir=scratch_dir()) as ctx:
         Path(ctx, "Dockerfile").write_text(dockerfile)
         for path in _crate_files():
             target = Path(ctx, "flamegraph", path.relative_to(FLAMEGRAPH_CRATE))
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(path.read_bytes())
         try:
-            images._docker_build(client, Path(ctx), tag, log)
+            docker_build(client, Path(ctx), tag, log)
         except ImageBuildFailed as exc:
             raise ImageBuildFailed(
                 f"{exc}\nThe tools image installs samply={pins.samply} and librust-inferno-dev={pins.inferno} "
@@ -132,29 +132,6 @@ def samply_binary(client, matrix: Matrix, cache_dir: Path | None = None, log=pri
         _cache_binary(cache, "samply", extracted.read())
     log(f"samply {pins.samply} from {tag} cached at {binary}")
     return binary
-
-
-def render_flamegraph(client, matrix: Matrix, perf_script: Path, svg: Path, title: str, log=print) -> None:
-    """Render perf_script (`perf script` output) to svg with inferno, in the tools image.
-
-    Raises DriverError with the renderer's message on failure; svg is then absent.
-    """
-    tag = ensure_tools_image(client, matrix, log)
-    perf_script = perf_script.resolve()
-    svg = svg.resolve()
-    partial = svg.with_name(svg.name + ".partial")
-    mounts = {perf_script.parent: "/in"}
-    out_dir = "/in"
-    if svg.parent != perf_script.parent:
-        mounts[svg.parent] = out_dir = "/out"
-    command = f'{FLAMEGRAPH_COMMAND} "$TITLE" < /in/{perf_script.name} > {out_dir}/{partial.name}'
-    result = containers.run(client, tag, command, workdir="/", mounts=mounts, env={"TITLE": title}, timeout=600)
-    if result.exit_code != 0 or not partial.is_file() or partial.stat().st_size == 0:
-        partial.unlink(missing_ok=True)
-        message = (result.stderr or result.stdout).strip().splitlines()
-        raise DriverError(f"{FLAMEGRAPH_COMMAND} failed on {perf_script} (exit {result.exit_code}): "
-                          f"{message[-1] if message else 'no output'}")
-    os.replace(partial, svg)
 
 
 def py_spy_binary(matrix: Matrix, cache_dir: Path | None = None, log=print) -> Path:

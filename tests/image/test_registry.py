@@ -1,5 +1,5 @@
 """Published cell images without Docker: the registry reference, the tag scheme, the build-time labels, and that
-nothing varying with the git revision reaches the inputs digest (tests/build/test_registry_container.py pushes and
+nothing varying with the git revision reaches the inputs digest (tests/image/test_registry_container.py pushes and
 pulls for real)."""
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ import subprocess
 
 import pytest
 
-from cpython_perf.build import images, registry
+from cpython_perf.image import cell_image, labels, pipeline, registry, sbom
+from cpython_perf.image.context import BuildContext
+from cpython_perf.source import patches
 from cpython_perf.ci import plan as ci_plan
 from cpython_perf.cli import main
 from cpython_perf.errors import DriverError
@@ -20,8 +22,8 @@ MATRIX = load_matrix()
 QUIET = {"log": lambda *_: None}
 
 
-def inputs_of(name: str, matrix=MATRIX) -> images.BuildContext:
-    return images.cell_inputs(matrix.cell(name), matrix.base_suite, matrix=matrix, fetch=False, **QUIET)
+def inputs_of(name: str, matrix=MATRIX) -> BuildContext:
+    return pipeline.cell_inputs(matrix.cell(name), matrix.base_suite, matrix=matrix, fetch=False, **QUIET)
 
 
 @pytest.mark.parametrize("value", ["127.0.0.1:5000/cpython-perf", "registry.example/owner", "registry.example/some-owner/sub/path",
@@ -78,45 +80,45 @@ def test_build_labels_name_the_source_the_series_and_the_revision():
     inputs = inputs_of("3.13-fp")
     env = {"GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": "someone/cpython-perf",
            "GITHUB_SHA": "0123456789abcdef0123456789abcdef01234567"}
-    labels = images.build_labels(inputs, env)
+    given = labels.build_labels(inputs, env)
     cell = inputs.cell
-    assert labels == {
-        images.CPYTHON_URL_LABEL: cell.recipe.url, images.CPYTHON_SHA256_LABEL: cell.recipe.sha256,
-        images.SERIES_LABEL: images.series_digest(cell),
-        images.SOURCE_LABEL: "https://github.com/someone/cpython-perf",
-        images.REVISION_LABEL: "0123456789abcdef0123456789abcdef01234567",
+    assert given == {
+        labels.CPYTHON_URL_LABEL: cell.recipe.url, labels.CPYTHON_SHA256_LABEL: cell.recipe.sha256,
+        labels.SERIES_LABEL: labels.series_digest(cell),
+        labels.SOURCE_LABEL: "https://github.com/someone/cpython-perf",
+        labels.REVISION_LABEL: "0123456789abcdef0123456789abcdef01234567",
     }
-    assert images.INPUTS_LABEL not in labels   # the Dockerfile's, never overridden at build time
+    assert labels.INPUTS_LABEL not in given   # the Dockerfile's, never overridden at build time
     # the project's own variable wins; without either no source label (no repository host of the driver's own)
-    assert images.build_labels(inputs, {**env, images.SOURCE_ENV: "https://example.org/p"})[images.SOURCE_LABEL] \
+    assert labels.build_labels(inputs, {**env, labels.SOURCE_ENV: "https://example.org/p"})[labels.SOURCE_LABEL] \
         == "https://example.org/p"
-    assert images.SOURCE_LABEL not in images.build_labels(inputs, {}, revision="")
+    assert labels.SOURCE_LABEL not in labels.build_labels(inputs, {}, revision="")
     # a vanilla twin has no series
-    assert images.SERIES_LABEL not in images.build_labels(inputs_of("3.13-fp-vanilla"), {}, revision="")
+    assert labels.SERIES_LABEL not in labels.build_labels(inputs_of("3.13-fp-vanilla"), {}, revision="")
 
 
 def test_the_series_digest_is_what_sha256sum_gives_in_the_series_directory():
     cell = MATRIX.cell("3.13-fp")
     shell = subprocess.run("sha256sum series $(sed 's/#.*//' series) | sha256sum", shell=True, cwd=cell.series.parent,
                            capture_output=True, text=True, check=True)
-    assert images.series_digest(cell) == shell.stdout.split()[0]
-    assert images.series_digest(MATRIX.cell("3.11-fp")) != images.series_digest(cell)
+    assert labels.series_digest(cell) == shell.stdout.split()[0]
+    assert labels.series_digest(MATRIX.cell("3.11-fp")) != labels.series_digest(cell)
 
 
 def test_the_revision_is_github_sha_or_the_checkouts_head_marked_dirty(tmp_path):
-    assert images.project_revision({"GITHUB_SHA": "abc"}, tmp_path) == "abc"
-    assert images.project_revision({}, tmp_path / "nowhere") is None   # not a checkout: no label
+    assert labels.project_revision({"GITHUB_SHA": "abc"}, tmp_path) == "abc"
+    assert labels.project_revision({}, tmp_path / "nowhere") is None   # not a checkout: no label
     git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run([*git, "init", "-q"], check=True)
     (tmp_path / "f").write_text("1")
     subprocess.run([*git, "add", "f"], check=True)
     subprocess.run([*git, "commit", "-q", "-m", "c"], check=True)
     head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-    assert images.project_revision({}, tmp_path) == head
+    assert labels.project_revision({}, tmp_path) == head
     (tmp_path / "untracked").write_text("x")   # untracked files are not part of the build's revision
-    assert images.project_revision({}, tmp_path) == head
+    assert labels.project_revision({}, tmp_path) == head
     (tmp_path / "f").write_text("2")
-    assert images.project_revision({}, tmp_path) == head + "-dirty"
+    assert labels.project_revision({}, tmp_path) == head + "-dirty"
 
 
 def test_nothing_that_varies_with_the_revision_enters_the_inputs_digest(monkeypatch):
@@ -124,11 +126,11 @@ def test_nothing_that_varies_with_the_revision_enters_the_inputs_digest(monkeypa
     changes no input keeps every cell's digest (its image, local or published, stays current)."""
     first = {name: inputs_of(name).digest for name in ("3.13-fp", "3.11-fp", "3.9-fp-vanilla")}
     for name, value in {"GITHUB_SHA": "f" * 40, "GITHUB_SERVER_URL": "https://github.com",
-                        "GITHUB_REPOSITORY": "a/b", images.SOURCE_ENV: "https://example.org/x"}.items():
+                        "GITHUB_REPOSITORY": "a/b", labels.SOURCE_ENV: "https://example.org/x"}.items():
         monkeypatch.setenv(name, value)
     assert {name: inputs_of(name).digest for name in first} == first
     dockerfile = inputs_of("3.13-fp").dockerfile(first["3.13-fp"])
-    for label in (images.SOURCE_LABEL, images.REVISION_LABEL, images.CPYTHON_URL_LABEL, images.SERIES_LABEL):
+    for label in (labels.SOURCE_LABEL, labels.REVISION_LABEL, labels.CPYTHON_URL_LABEL, labels.SERIES_LABEL):
         assert label not in dockerfile
 
 
@@ -137,7 +139,7 @@ def test_a_changed_input_changes_the_published_tag(project_copy):
     pulled for the new one."""
     edited = load_matrix(project_copy / "matrix.yaml")
     series = edited.cell("3.13-fp").series
-    first = series.parent / images.patches.read_series(series)[0].name
+    first = series.parent / patches.read_series(series)[0].name
     first.write_text(first.read_text() + "\n")
     before, after = inputs_of("3.13-fp"), inputs_of("3.13-fp", edited)
     assert before.digest != after.digest
@@ -162,26 +164,26 @@ def test_a_bad_registry_is_a_usage_error_before_docker_is_asked(monkeypatch, cap
 @pytest.mark.parametrize("current, published_there, expected", [
     (True, True, ["current?"]),                              # a current local image: the registry is not asked
     (False, True, ["current?", "pull", "pulled"]),            # published: pulled, not built
-    (False, False, ["current?", "pull", "fetch", "build"]),   # neither: the source is fetched and built
+    (False, False, ["current?", "pull", "fetch", "build", "sbom"]),   # neither: the source is fetched and built
 ])
 def test_build_with_a_registry_decides_current_then_pulled_then_built(monkeypatch, current, published_there,
                                                                         expected):
     """The order `build CELL --registry REF` follows (the steps themselves run against a real engine and
-    registry in tests/build/test_registry_container.py)."""
-    from cpython_perf.build import pipeline as build
+    registry in tests/image/test_registry_container.py)."""
     from cpython_perf import host
     from cpython_perf.source import sources
 
     seen = []
     monkeypatch.setattr(host, "docker_client", lambda *a, **k: object())
-    monkeypatch.setattr(images, "image_is_current", lambda client, inputs: seen.append("current?") or current)
+    monkeypatch.setattr(labels, "image_is_current", lambda client, inputs: seen.append("current?") or current)
     monkeypatch.setattr(registry, "pull_published",
                         lambda client, inputs, where, log: seen.append("pull") or published_there)
     monkeypatch.setattr(sources, "fetch_source", lambda *a, **k: seen.append("fetch") or "Python-3.13.5.tar.xz")
-    monkeypatch.setattr(images.patches, "check_cell_series",
+    monkeypatch.setattr(patches, "check_cell_series",
                         lambda read, source, root, log=print: dataclasses.replace(read, applied=0))   # nothing to apply to a fake tarball
-    monkeypatch.setattr(images, "build_cell_image", lambda *a, **k: seen.append("build"))
-    result = build.build_cell(MATRIX.cell("3.13-fp"), MATRIX, log=lambda *_: None, registry="127.0.0.1:5000/x")
+    monkeypatch.setattr(cell_image, "build_cell_image", lambda *a, **k: seen.append("build"))
+    monkeypatch.setattr(sbom, "attach_sbom", lambda *a, **k: seen.append("sbom"))
+    result = pipeline.build_cell(MATRIX.cell("3.13-fp"), MATRIX, log=lambda *_: None, registry="127.0.0.1:5000/x")
     if result["how"] == "pulled":
         seen.append("pulled")
     assert seen == expected
@@ -191,7 +193,6 @@ def test_build_with_a_registry_decides_current_then_pulled_then_built(monkeypatc
 
 
 def test_build_without_a_registry_never_pulls(monkeypatch):
-    from cpython_perf.build import pipeline as build
     from cpython_perf import host
     from cpython_perf.source import sources
 
@@ -200,12 +201,13 @@ def test_build_without_a_registry_never_pulls(monkeypatch):
     monkeypatch.setattr(host, "docker_client", lambda *a, **k: object())
     monkeypatch.setattr(registry, "pull_published", lambda *a, **k: seen.append("pull"))
     monkeypatch.setattr(sources, "fetch_source", lambda *a, **k: "Python-3.13.5.tar.xz")
-    monkeypatch.setattr(images.patches, "check_cell_series",
+    monkeypatch.setattr(patches, "check_cell_series",
                         lambda read, source, root, log=print: dataclasses.replace(read, applied=0))   # nothing to apply to a fake tarball
-    monkeypatch.setattr(images, "image_is_current", lambda client, inputs: False)   # no local image of them
-    monkeypatch.setattr(images, "build_cell_image", lambda *a, **k: seen.append("build"))
-    assert build.build_cell(MATRIX.cell("3.13-fp"), MATRIX, log=lambda *_: None)["how"] == "built"
-    assert seen == ["build"]
+    monkeypatch.setattr(labels, "image_is_current", lambda client, inputs: False)   # no local image of them
+    monkeypatch.setattr(cell_image, "build_cell_image", lambda *a, **k: seen.append("build"))
+    monkeypatch.setattr(sbom, "attach_sbom", lambda *a, **k: seen.append("sbom"))
+    assert pipeline.build_cell(MATRIX.cell("3.13-fp"), MATRIX, log=lambda *_: None)["how"] == "built"
+    assert seen == ["build", "sbom"]
 
 
 def test_the_budget_counts_base_layers_once_and_extrapolates_by_kind():
