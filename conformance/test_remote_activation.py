@@ -113,6 +113,12 @@ def test_switched_on_from_outside_then_recorded(cell, target, docker_client, tmp
         code, output = container.exec_run(["sh", "-c", shell])
         assert code == 0, f"perf in the {target} target failed: {output.decode(errors='replace')[-1500:]}"
         samples = parse_perf_script(output.decode(errors="replace"))
+        if target == "threads":
+            # the chain's share is measured in the thread that runs it: the GIL-holding sorter takes the rest
+            # of the process's samples, more of them the slower the build's sort (a debug build, Debian's)
+            chain_threads = {s.tid for s in samples if s.python_frames()[:1] == CHAIN[:1]}
+            record_property("process_samples", len(samples))
+            samples = [s for s in samples if s.tid in chain_threads]
         assert_chain(chain_report(samples, CHAIN), "perf", f"{target} target, switched on from outside",
                      record_property)
 

@@ -39,9 +39,13 @@ DONE_EXIT, FAILED_EXIT, CANNOT_ASK, PENDING_EXIT = 0, 1, 2, 3
 
 def gdb_command(pid: int, mode: int) -> list[str]:
     call = f"((unsigned long long (*)(int))_PyPerf_RemoteRequest)({mode})"
-    # The executable and its libraries through /proc: gdb may run in another mount namespace (the tools
-    # image beside a container's process), where the paths the process names do not exist.
-    return ["gdb", "-nx", "-batch", "-iex", f"set sysroot /proc/{pid}/root", "-p", str(pid), f"/proc/{pid}/exe",
+    # The executable and its libraries through the process's root: gdb may run in another mount namespace
+    # (the tools image beside a container's process), where the paths the process names do not exist or
+    # are other files.  No executable is named: gdb takes the process's own path under the sysroot.  Named
+    # (/proc/PID/exe, or a path under /proc/PID/root), gdb resolves its links to the process's path as it
+    # reads in gdb's own namespace, and loads that file's symbols where one exists (the tools image's own
+    # /usr/bin/python3.13 beside Debian's python3.13 in a container).
+    return ["gdb", "-nx", "-batch", "-iex", f"set sysroot /proc/{pid}/root", "-p", str(pid),
             "-ex", "set confirm off", "-ex", "set pagination off",
             "-ex", f"thread apply all -q print {call}",
             "-ex", "print/x (unsigned long)&_PyPerf_Remote",

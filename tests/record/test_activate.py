@@ -80,3 +80,16 @@ def test_describe_says_what_happened():
     assert "pending" in activate.describe({"mode": "perf", "state": "pending", "message": "not yet"}, "p")
     assert "could not ask" in activate.describe({"error": "no gdb"}, "p")
     assert activate.report_of('noise\n{"pid": 1, "state": "done"}\n') == {"pid": 1, "state": "done"}
+
+
+def test_gdb_takes_the_executable_through_the_process_root_only():
+    """gdb is given the process (-p) and its root as the sysroot, never an executable path: a named one is
+    resolved in gdb's own mount namespace, where the same path may be another interpreter (the tools image's
+    /usr/bin/python3.13 beside Debian's in a container), whose symbols gdb would then read."""
+    command = remote_request.gdb_command(4242, remote_request.MODES["perf"])
+    assert command[command.index("-p") + 1] == "4242"
+    assert "set sysroot /proc/4242/root" in command
+    positional = [c for i, c in enumerate(command[1:], 1)
+                  if not c.startswith("-") and not command[i - 1].startswith("-")]
+    assert positional == [], f"an executable named to gdb: {positional}"
+    assert not any("/exe" in c for c in command)
