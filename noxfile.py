@@ -123,7 +123,7 @@ def pin(session):
 def push(session):
     """Publish a cell's current image in a registry as <registry>/cpython-perf:<cell>-<inputs digest>, where
     `build-<cell> -- --registry REF` finds it: nox -s push -- 3.13-fp --registry 127.0.0.1:5000/cpython-perf
-    (or $CPYTHON_PERF_REGISTRY; cpython_perf/build/registry.py)."""
+    (or $CPYTHON_PERF_REGISTRY; cpython_perf/image/registry.py)."""
     _install(session)
     _driver(session, "push", *session.posargs)
 

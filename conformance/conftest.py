@@ -6,7 +6,7 @@ Every test here runs containers and is marked `container`.
 
 Foreign-arch cells (aarch64): their programs run in the container under
 qemu-user, except perf recordings, which qemu-user cannot sample: those run
-in a qemu-system guest booted from the cell's own image (cpython_perf.record.guest),
+in a qemu-system guest booted from the cell's own image (cpython_perf.run.guest),
 one boot per cell for all the seed-chain recordings the session plans.
 
 Build-only cells (i386: an arch without the perf trampoline, run natively)
@@ -36,14 +36,16 @@ from pathlib import Path
 
 import pytest
 
-from cpython_perf.build import pipeline as build, containers, tools
-from cpython_perf.check import external
 from cpython_perf import host
-from cpython_perf.record import guest, perf_event, perf_runs
+from cpython_perf.check import external
+from cpython_perf.check.suite_results import SKIP_EXPECTED
 from cpython_perf.errors import DockerUnavailable, DriverError, PerfNotPermitted, SourceUnavailable, UnknownCell
+from cpython_perf.image import pipeline, tools
 from cpython_perf.matrix import Cell, cannot_build_reason, load_matrix
+from cpython_perf.record import perf_event, perf_runs
 from cpython_perf.record.perf_samples import min_chain_fraction
-from cpython_perf.report.report import SKIP_EXPECTED
+from cpython_perf.run import containers, guest
+from cpython_perf.run.runners import CellRunner, GuestRunner
 
 MATRIX = load_matrix()
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -336,7 +338,7 @@ def image_for(cell, docker_client) -> str:
         cannot_run(f"{cell.name}: {why_not}")
     if cell.name not in _images:
         try:
-            _images[cell.name] = build.ensure_cell_image(cell, MATRIX)
+            _images[cell.name] = pipeline.ensure_cell_image(cell, MATRIX)
         except SourceUnavailable as exc:
             _images[cell.name] = exc
     got = _images[cell.name]
@@ -396,40 +398,14 @@ def results_dir() -> Path:
     return Path(os.environ.get("CPYTHON_PERF_RESULTS") or Path(__file__).parent.parent / "results")
 
 
-class CellRunner:
-    """Runs commands in one cell image with /src and /tmp mounted from the test's directory."""
-
-    python = "python3"   # the interpreter of the image (an external target's: its --python)
-    perf = "perf"        # the perf command of the image (an external image's may be perf_X.Y)
-    event = None         # the host's sampling event for perf record -e (None: perf's default; perf_event_for)
-    dwarf_stack = None   # the cell's dwarf dump size for perf_jit recordings (perf_runs.stack_dump_bytes)
-
-    def __init__(self, client, image: str, workdir: Path, cap: str | None):
-        self.client, self.image, self.workdir, self.cap = client, image, workdir, cap
-        self.src = workdir / "src"
-        self.tmp = workdir / "tmp"
-        self.extra_mounts: dict[Path, str] = {}   # e.g. a tool's binary, read by the command
-
-    def run(self, command, env=None, timeout=900, perf=True) -> containers.RunResult:
-        if perf and self.event:   # for the check scripts that run perf record themselves
-            env = {perf_event.RECORD_EVENT_ENV: self.event, **(env or {})}
-        if perf and self.dwarf_stack:
-            env = {perf_runs.RECORD_DWARF_STACK_ENV: str(self.dwarf_stack), **(env or {})}
-        return containers.run(
-            self.client, self.image, command,
-            mounts={self.src: "/src", self.tmp: "/tmp", **self.extra_mounts},
-            cap_add=[self.cap] if (perf and self.cap) else [],
-            env=env, timeout=timeout,
-        )
-
-    def use_host_event(self, record_property) -> "CellRunner":
-        """Record with the host's sampling event (perf_event_for), and say which in the test's properties
-        (perf_event: the report's `event` column)."""
-        if self.cap:
-            choice = perf_event_for(self.image, self.cap, self.client, self.perf)
-            self.event = choice.event
-            record_property("perf_event", choice.label)
-        return self
+def with_host_event(runner: CellRunner, record_property) -> CellRunner:
+    """The runner recording with the host's sampling event (perf_event_for), which the test's properties name
+    (perf_event: the report's `event` column)."""
+    if runner.cap:
+        choice = perf_event_for(runner.image, runner.cap, runner.client, runner.perf)
+        runner.event = choice.event
+        record_property("perf_event", choice.label)
+    return runner
 
 
 def _workdir(path: Path) -> Path:
@@ -538,35 +514,6 @@ def guest_run_for(cell, docker_client, tmp_path_factory) -> guest.GuestRun:
         f"the {cell.name} guest failed")
 
 
-class GuestRunner(CellRunner):
-    """A foreign cell's runner: the perf recordings conftest.guest_jobs plans come from the cell's guest
-    (booted on first use, once per session); everything else runs in the container under qemu-user."""
-
-    def __init__(self, client, image, workdir, cell, boot, record_property):
-        super().__init__(client, image, workdir, None)
-        self.cell, self.boot, self.record_property = cell, boot, record_property
-        self.jobs = {job.shell: job for job in guest_jobs(cell)}
-
-    def run(self, command, env=None, timeout=900, perf=True) -> containers.RunResult:
-        job = self.jobs.get(command) if perf and isinstance(command, str) and not env else None
-        if job is None:
-            if perf and "perf record" in (command if isinstance(command, str) else " ".join(command)):
-                pytest.fail(f"{self.cell.name}: this perf recording is not planned for the guest "
-                            "(conftest.guest_jobs), and perf cannot sample under qemu-user", pytrace=False)
-            return super().run(command, env=env, timeout=timeout, perf=False)
-        run = self.boot()
-        for key, value in (("guest_boot_seconds", round(run.boot_seconds, 1)),
-                           ("guest_total_seconds", round(run.total_seconds, 1)),
-                           ("guest_disk_seconds", round(run.disk_seconds, 1)),
-                           ("guest_kernel", run.uname)):
-            self.record_property(key, value)
-        result = run.jobs[job.name]
-        for name, data in result.files.items():
-            (self.src / name).write_bytes(data)
-        return containers.RunResult(["guest", job.name], result.exit_code, result.stdout, result.stderr,
-                                    result.seconds)
-
-
 @pytest.fixture
 def runner_for(docker_client, tmp_path, tmp_path_factory, record_property):
     """runner_for(cell, perf=True) -> CellRunner for that cell (a GuestRunner for a foreign cell)."""
@@ -579,13 +526,13 @@ def runner_for(docker_client, tmp_path, tmp_path_factory, record_property):
         if cell.foreign:
             if perf:
                 record_property("perf_event", f"{perf_runs.GUEST_EVENT} (qemu-system guest)")
-            return GuestRunner(docker_client, image, workdir, cell,
+            return GuestRunner(docker_client, image, workdir, cell.name, guest_jobs(cell),
                                lambda: guest_run_for(cell, docker_client, tmp_path_factory), record_property)
         # a build-only cell's image has no perf to probe (and nothing to record)
         cap = perf_cap_for(image, docker_client) if perf and not cell.build_only else None
         runner = CellRunner(docker_client, image, workdir, cap)
         runner.dwarf_stack = perf_runs.stack_dump_bytes(cell, "perf_jit")
-        return runner.use_host_event(record_property)
+        return with_host_event(runner, record_property)
 
     return make
 
@@ -642,7 +589,7 @@ def target_runner(target, docker_client, tmp_path, tmp_path_factory, record_prop
     runner = CellRunner(docker_client, target.image, _workdir(tmp_path / target.name), facts.capability)
     runner.python = target.python
     runner.perf = facts.perf.command or "perf"
-    return runner.use_host_event(record_property)
+    return with_host_event(runner, record_property)
 
 
 def target_check_gate(cell, script: Path, target_facts, record_property) -> None:

@@ -1,7 +1,7 @@
 """Two perf recordings at once on one machine, as two suites (two buildbot workers, two jobs of a runner) make.
 
 perf's ring buffers are charged to one locked-memory budget per user, and every container's root is the
-same user (cpython_perf.build.containers, the note at the top).  Recording A holds a perf_jit-sized buffer (the
+same user (cpython_perf.run.containers, the note at the top).  Recording A holds a perf_jit-sized buffer (the
 suite's `-m $(dwarf_mmap)`) while recording B starts with the same size: the driver's containers (perf
 capability + CAP_IPC_LOCK) must both record; the same two without CAP_IPC_LOCK are the reproducer, and
 must fail with "Permission error mapping pages" wherever the kernel's arithmetic
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from cpython_perf.build import containers
+from cpython_perf.run import containers
 from cpython_perf.record import perf_runs
 
 from conftest import image_for, not_applicable, perf_cap_for, perf_event_for

@@ -110,7 +110,7 @@ def test_recorded_from_outside_read_after_exit(cell, mode, docker_client, tmp_pa
         empty = tmp_path / "empty"
         empty.mkdir()
         empty.chmod(0o1777)
-        from cpython_perf.build import containers
+        from cpython_perf.run import containers
 
         result = containers.run(docker_client, perf_image,
                                 f"perf script -F {PERF_SCRIPT_FIELDS} -i /out/{outside.PERF_DATA} > /out/bare.txt",
@@ -123,6 +123,6 @@ def test_recorded_from_outside_read_after_exit(cell, mode, docker_client, tmp_pa
 
 
 def _tools_image(client) -> str:
-    from cpython_perf.build import tools
+    from cpython_perf.image import tools
 
     return tools.ensure_tools_image(client, MATRIX, print)

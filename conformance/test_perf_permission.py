@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cpython_perf.build import containers
+from cpython_perf.run import containers
 from cpython_perf.record import perf_event
 from cpython_perf.errors import PerfNotPermitted
 

@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from cpython_perf.build import containers
+from cpython_perf.run import containers
 from cpython_perf.check import external
 from cpython_perf.record import activate
 from cpython_perf.record.perf_samples import PERF_SCRIPT_FIELDS, chain_report, parse_perf_script, py_symbol
@@ -84,6 +84,17 @@ def switch(client, container, cell, mode: str, pid: int | None = None, host_gdb:
     return status, report
 
 
+def switched_off_and_running(client, container, cell, what: str, pid: int | None = None,
+                             host_gdb: bool = False) -> None:
+    """Switch the trampoline off again: the request must be done, the program must say so itself and keep
+    running."""
+    status, report = switch(client, container, cell, "off", pid, host_gdb)
+    assert status == 0 and report.get("active") is False, f"activate --mode off, {what}: exit {status}, {report}"
+    assert wait_for_line(container, "inactive"), f"{what} still says active: {said(container)}"
+    container.reload()
+    assert container.status == "running", f"{what} stopped: {container.logs()[-1500:]!r}"
+
+
 @pytest.mark.parametrize("target", ("busy", "sleeping", "threads"))
 def test_switched_on_from_outside_then_recorded(cell, target, docker_client, tmp_path_factory, record_property):
     gate(cell)
@@ -122,11 +133,7 @@ def test_switched_on_from_outside_then_recorded(cell, target, docker_client, tmp
         assert_chain(chain_report(samples, CHAIN), "perf", f"{target} target, switched on from outside",
                      record_property)
 
-        status, report = switch(docker_client, container, cell, "off")
-        assert status == 0 and report.get("active") is False, f"activate --mode off: exit {status}, {report}"
-        assert wait_for_line(container, "inactive"), f"the {target} target still says active: {said(container)}"
-        container.reload()
-        assert container.status == "running", f"the {target} target stopped: {container.logs()[-1500:]!r}"
+        switched_off_and_running(docker_client, container, cell, f"the {target} target")
     finally:
         container.remove(force=True)
 
@@ -153,11 +160,7 @@ def test_switched_on_by_its_pid_on_this_machine(cell, gdb, docker_client):
         assert wait_for_line(container, "active"), f"the target never saw its trampoline active: {said(container)}"
         code, _ = container.exec_run(["test", "-s", f"/tmp/perf-{pid}.map"])
         assert code == 0, f"no /tmp/perf-{pid}.map written after the switch"
-        status, report = switch(docker_client, container, cell, "off", pid, gdb == "host-gdb")
-        assert status == 0 and report.get("active") is False, f"activate --pid {pid} --mode off: {status}, {report}"
-        assert wait_for_line(container, "inactive"), f"the target still says active: {said(container)}"
-        container.reload()
-        assert container.status == "running", f"the target stopped: {container.logs()[-1500:]!r}"
+        switched_off_and_running(docker_client, container, cell, f"process {pid} ({gdb})", pid, gdb == "host-gdb")
     finally:
         container.remove(force=True)
 

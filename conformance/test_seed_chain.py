@@ -9,7 +9,7 @@ measured 100%, so a regression that breaks one stack in three fails).
 Without activation no py:: frame may appear at all.
 
 Foreign-arch cells (aarch64) record in a qemu-system guest booted from their
-image (conftest.GuestRunner), with the cpu-clock event; the same command lines.
+image (cpython_perf.run.runners.GuestRunner), with the cpu-clock event; the same command lines.
 
 The `perf script` output of every seed recording is kept as
 results/<cell>/seed-<mode>-<activation>.perf-script.txt, linked from the
@@ -24,7 +24,7 @@ import pytest
 from cpython_perf.record import perf_runs
 from cpython_perf.record.perf_samples import chain_report, parse_perf_script, py_symbol, python_frame_count
 
-from cpython_perf.report.report import SEED_PERF_SCRIPT, seed_perf_script_name
+from cpython_perf.check.suite_results import SEED_PERF_SCRIPT, seed_perf_script_name
 
 from conftest import SEED_SCRIPT, assert_chain, dump_reach, guest_skip_reason, not_applicable, results_dir
 

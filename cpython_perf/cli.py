@@ -16,10 +16,10 @@ import sys
 
 from . import doctor, profile, progress, subcommands
 from .bench import command as bench
-from .build import commands as build
 from .check import commands as check
 from .ci import commands as ci
 from .distro import commands as distro
+from .image import commands as image
 from .matrix import load_matrix
 from .record import commands as record
 from .report import commands as report
@@ -37,7 +37,7 @@ def _cells(args) -> None:
 
 CELLS = subcommands.Command("cells", "list the cells of the matrix as JSON lines", subcommands.no_arguments, _cells)
 
-COMMANDS = (doctor.COMMAND, CELLS, *source.COMMANDS, *build.COMMANDS, *record.COMMANDS, *check.COMMANDS,
+COMMANDS = (doctor.COMMAND, CELLS, *source.COMMANDS, *image.COMMANDS, *record.COMMANDS, *check.COMMANDS,
             *report.COMMANDS, profile.COMMAND, *distro.COMMANDS, *ci.COMMANDS, *bench.COMMANDS)
 
 

@@ -8,7 +8,7 @@ install or start something itself (as root on Debian, cpython_perf.host) the fin
 
 What it looks at goes through Machine, so the unit tests give fakes (tests/test_doctor.py); the real one asks
 Docker, runs perf in a container of an image that is already here (the capability probe of
-cpython_perf.build.containers, the event probe of cpython_perf.record.perf_event) and reads /proc.
+cpython_perf.run.containers, the event probe of cpython_perf.record.perf_event) and reads /proc.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .build import containers, render
+from .image import render
+from .run import containers
 from . import host
 from .record import perf_event
 from .source import sources
@@ -92,7 +93,7 @@ def plan_images(matrix: Matrix, present: set[str],
                 archive: Callable[[], str | None] = sources.debian_archive_uri) -> Plan:
     """The smoke cells' images (by tag: doctor does not fetch sources to digest them), the tools image and the
     base image, each present or missing, and an image with perf to probe in (a cell's, else the base)."""
-    from .build import tools
+    from .image import tools
 
     base = render.host_base_image_tag(matrix.base_suite)
     cells = [matrix.cell(name) for name in matrix.smoke_cells]

@@ -44,7 +44,7 @@ What it does, each command line printed as it runs:
        perf inject -i /out/perf.data --jit -o /out/perf.jit.data          (perf_jit)
        perf script -F comm,pid,tid,time,event,ip,sym,dso -i DATA > /out/perf.script.txt
        perf report -i DATA --stdio --no-children ... > /out/perf.report.txt
-5. The flame graph: inferno over perf.script.txt in the tools image (tools.render_flamegraph) ->
+5. The flame graph: inferno over perf.script.txt in the tools image (cpython_perf.report.flamegraph) ->
    /out/flamegraph.svg.
 6. Ownership: the container runs as root (perf needs its capabilities); at the end everything under
    the output directory, and what the program created in the current directory during the run, is
@@ -461,7 +461,7 @@ class Session:
     def __init__(self, client, image: str, mounts: dict, caps: list[str], env: dict[str, str], workdir: str,
                  log, record: list[str]):
         self.client, self.image, self.env, self.workdir, self.log, self.record = client, image, env, workdir, log, record
-        from .build import containers
+        from .run import containers
 
         self.caps = containers.container_capabilities(caps)
         self.mounts = mounts
@@ -567,7 +567,7 @@ def build_requirements_image(client, base_id: str, tag: str, venv_tar: bytes, re
     """docker build of the derived image from the venv's tar (tagged only when the build succeeds)."""
     import tempfile
 
-    from .build import images
+    from .image.docker_build import docker_build
 
     with tempfile.TemporaryDirectory(prefix="cpython-perf-profile-") as ctx:
         Path(ctx, "Dockerfile").write_text(requirements_dockerfile(base_id, requirements_name))
@@ -577,7 +577,7 @@ def build_requirements_image(client, base_id: str, tag: str, venv_tar: bytes, re
         log(line)
         record.append(line)
         try:
-            images._docker_build(client, Path(ctx), tag, lambda _line: None)
+            docker_build(client, Path(ctx), tag, lambda _line: None)
         except DriverError as exc:
             raise ProfileFailed(str(exc)) from None
 
@@ -679,7 +679,7 @@ def run(matrix: Matrix, args, program: list[str] | None, log=print, client=None,
         owner: tuple[int, int] | None = None) -> int:
     """`python -m cpython_perf profile ...`: see the module's docstring.  owner: (uid, gid) the outputs are
     given to (default: the invoking user's)."""
-    from .build import containers
+    from .run import containers
     from . import host
 
     cwd = (cwd or Path.cwd()).resolve()
@@ -711,11 +711,11 @@ def run(matrix: Matrix, args, program: list[str] | None, log=print, client=None,
         target = external_target(client, args.image, args.target_python, probe)
         mode = choose_mode(target, args.mode)
     elif _image_id(client, target.image) is None:
-        from .build import pipeline as build
+        from .image import pipeline
 
         log(f"{target.image} does not exist here: building it (a cold build takes minutes)")
         try:
-            build.ensure_cell_image(target.cell, matrix, log)
+            pipeline.ensure_cell_image(target.cell, matrix, log)
         except DriverError as exc:   # no source here, a failed build: not a usage error
             raise ProfileFailed(f"{target.image} could not be built: {exc}") from None
     try:
@@ -791,7 +791,8 @@ def run(matrix: Matrix, args, program: list[str] | None, log=print, client=None,
 
 def _flamegraph(client, matrix, out: Path, title: str, log, record_lines, timings) -> str | None:
     """Render the flame graph in the tools image; the failure's message, or None."""
-    from .build import tools
+    from .image import tools
+    from .report.flamegraph import render_flamegraph
 
     started = time.monotonic()
     try:
@@ -801,7 +802,7 @@ def _flamegraph(client, matrix, out: Path, title: str, log, record_lines, timing
                                   "sh", "-c", inner])
         log(line)
         record_lines.append(line)
-        tools.render_flamegraph(client, matrix, out / SCRIPT_TEXT, out / FLAMEGRAPH, title, log)
+        render_flamegraph(client, matrix, out / SCRIPT_TEXT, out / FLAMEGRAPH, title, log)
     except DriverError as exc:
         return f"the flame graph could not be drawn: {exc}"
     finally:

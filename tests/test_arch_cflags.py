@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cpython_perf.build import render
+from cpython_perf.image import render
 from cpython_perf.matrix import load_matrix
 
 from .conftest import edit, expect_error, line_of

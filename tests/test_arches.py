@@ -8,9 +8,10 @@ import tarfile
 
 import pytest
 
-from cpython_perf.record import guest, perf_runs
+from cpython_perf.record import perf_runs
+from cpython_perf.run import guest
 from cpython_perf import host
-from cpython_perf.build import render
+from cpython_perf.image import render
 from cpython_perf.errors import MatrixError
 from cpython_perf.matrix import ARCH_FACTS, load_matrix
 

@@ -6,7 +6,9 @@ import dataclasses
 
 import pytest
 
-from cpython_perf.build import pipeline as build, images, render, sbom
+from cpython_perf import host
+from cpython_perf.image import bases, cell_image, pipeline, render
+from cpython_perf.image.context import BuildContext
 from cpython_perf.errors import DriverError, MatrixError
 from cpython_perf.matrix import ARCH_FACTS, HOST_ARCH, load_matrix, runs_natively
 from cpython_perf.source import patches, sources
@@ -112,7 +114,7 @@ def test_each_cell_is_built_on_its_arch_base():
 def test_i386_dockerfile_builds_natively_under_setarch():
     matrix = load_matrix()
     cell = matrix.cell("3.11-release-i386")
-    text = build.rendered_dockerfile(cell, matrix)
+    text = pipeline.rendered_dockerfile(cell, matrix)
     assert f"\nFROM {render.arch_base_image_tag(matrix.base_suite, 'i386')}\n" in text
     assert text.count("FROM ") == 1                                  # one stage: not the cross template
     assert '\nSHELL ["setarch", "i686", "/bin/sh", "-c"]\n' in text     # every build step sees i686
@@ -127,7 +129,7 @@ def test_i386_dockerfile_builds_natively_under_setarch():
 def test_host_dockerfile_has_no_personality():
     matrix = load_matrix()
     for name in ("3.11-release", "3.13-fp"):
-        text = build.rendered_dockerfile(matrix.cell(name), matrix)
+        text = pipeline.rendered_dockerfile(matrix.cell(name), matrix)
         assert "setarch" not in text and "SHELL" not in text and "ENTRYPOINT" not in text
         assert "\nFROM cpython-perf-base:trixie-" in text and "FROM cpython-perf-base:trixie-i386-" not in text
 
@@ -136,15 +138,15 @@ def test_i386_inputs_digest_its_own_base(monkeypatch, tmp_path):
     """cell_inputs of an i386 cell: built on the i386 base, no build Python, no target base."""
     tarball = tmp_path / "Python-3.9.2.tar.xz"
     tarball.write_bytes(b"not read")
-    monkeypatch.setattr(images.sources, "fetch_source", lambda recipe, cache_dir=None, log=print: tarball)
-    monkeypatch.setattr(images.patches, "check_cell_series",
+    monkeypatch.setattr(sources, "fetch_source", lambda recipe, cache_dir=None, log=print: tarball)
+    monkeypatch.setattr(patches, "check_cell_series",
                         lambda read, source, root, log=print: dataclasses.replace(read, applied=0))   # nothing to apply to a fake tarball
     matrix = load_matrix()
-    inputs = images.cell_inputs(matrix.cell("3.9-release-i386"), matrix.base_suite, matrix=matrix)
+    inputs = pipeline.cell_inputs(matrix.cell("3.9-release-i386"), matrix.base_suite, matrix=matrix)
     assert inputs.base_tag == render.arch_base_image_tag(matrix.base_suite, "i386")
     assert inputs.build_python is None and inputs.target_base_tag == ""
-    host = images.cell_inputs(matrix.cell("3.9-release"), matrix.base_suite, matrix=matrix)
-    assert host.digest != inputs.digest
+    on_host = pipeline.cell_inputs(matrix.cell("3.9-release"), matrix.base_suite, matrix=matrix)
+    assert on_host.digest != inputs.digest
 
 
 class _Images:
@@ -169,32 +171,29 @@ def test_i386_build_makes_only_its_own_base(monkeypatch, tmp_path):
     matrix = load_matrix()
     cell = matrix.cell("3.13-release-i386")
     calls = []
-    monkeypatch.setattr(images, "ensure_base_image", lambda *a, **k: calls.append("host base"))
-    monkeypatch.setattr(images.host, "ensure_binfmt", lambda *a, **k: calls.append("binfmt"))
-    monkeypatch.setattr(images, "_bootstrap_base",
+    monkeypatch.setattr(bases, "ensure_base_image", lambda *a, **k: calls.append("host base"))
+    monkeypatch.setattr(host, "ensure_binfmt", lambda *a, **k: calls.append("binfmt"))
+    monkeypatch.setattr(bases, "bootstrap_base",
                         lambda client, suite, packages, tag, log, debian_arch=None:
                         calls.append(("bootstrap", tag, debian_arch, "linux-perf" in packages)))
-    monkeypatch.setattr(images, "prepare_context", lambda inputs, ctx, variation=None: "")
-    monkeypatch.setattr(images, "_docker_build",
+    monkeypatch.setattr(cell_image, "prepare_context", lambda inputs, ctx, variation=None: "")
+    monkeypatch.setattr(cell_image, "docker_build",
                         lambda client, ctx, tag, log, no_cache=False, labels=None, container_limits=None:
                         calls.append(("build", tag)))
-    monkeypatch.setattr(sbom, "cell_facts", lambda *a, **k: None)
-    monkeypatch.setattr(images, "attach_sbom", lambda client, inputs, tag, suite, log, save=True, facts=None:
-                        calls.append(("sbom", tag)))
     source = sources.VerifiedSource(cell.recipe, tmp_path / "t", verified=True)
     series = patches.CheckedSeries(cell.series, (), tuple(cell.additions), applied=0)
-    inputs = images.BuildContext(cell, render.build_base_image_tag(matrix.base_suite, "i386"), source, series, "d")
-    images.build_cell_image(_Client(()), inputs, matrix.base_suite, log=lambda *_: None)
+    inputs = BuildContext(cell, render.build_base_image_tag(matrix.base_suite, "i386"), source, series, "d")
+    assert cell_image.build_cell_image(_Client(()), inputs, matrix.base_suite, log=lambda *_: None) == cell.image
     assert calls == [("bootstrap", render.arch_base_image_tag(matrix.base_suite, "i386"), "i386", False),
-                     ("build", "cpython-perf:3.13-release-i386"), ("sbom", "cpython-perf:3.13-release-i386")]
+                     ("build", "cpython-perf:3.13-release-i386")]
 
 
 def test_an_image_is_only_built_from_a_verified_source_and_a_checked_series(monkeypatch):
     """build_cell_image takes the build context the source stage handed a verified tarball and a checked
     series to; a context made without fetching (the plan's, fetch=False) is refused before Docker is asked."""
     matrix = load_matrix()
-    context = images.cell_inputs(matrix.cell("3.13-fp"), matrix.base_suite, log=lambda *_: None, matrix=matrix,
-                                 fetch=False)
+    context = pipeline.cell_inputs(matrix.cell("3.13-fp"), matrix.base_suite, log=lambda *_: None, matrix=matrix,
+                                   fetch=False)
     assert not context.source.verified and context.series.applied is None
     with pytest.raises(DriverError, match="without fetching the source"):
-        images.build_cell_image(_Client(()), context, matrix.base_suite, log=lambda *_: None)
+        cell_image.build_cell_image(_Client(()), context, matrix.base_suite, log=lambda *_: None)

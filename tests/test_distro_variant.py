@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from cpython_perf.build import render
+from cpython_perf.image import render
 from cpython_perf.ci.plan import build_plan
 from cpython_perf.matrix import load_matrix
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from cpython_perf import doctor
-from cpython_perf.build import render
+from cpython_perf.image import render
 from cpython_perf.errors import DockerUnavailable, PerfNotPermitted
 from cpython_perf.matrix import PROJECT_ROOT, load_matrix
 from cpython_perf.record.perf_event import Attempt, EventChoice, NoSamples

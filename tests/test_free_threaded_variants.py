@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cpython_perf.build import render
+from cpython_perf.image import render
 from cpython_perf.ci.plan import build_plan
 from cpython_perf.matrix import load_matrix
 

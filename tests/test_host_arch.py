@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from cpython_perf.build import images, render
+from cpython_perf.image import pipeline, render
 from cpython_perf import matrix as matrix_module
 from cpython_perf.record import perf_runs
+from cpython_perf.source import cell_source
 from cpython_perf.errors import DriverError, MatrixError
 from cpython_perf.matrix import (DEFAULT_ARCH, HOST_ARCH_ENV, can_build, cannot_build_reason, detect_host_arch,
                                  load_matrix, runs_natively)
@@ -49,8 +50,8 @@ def test_aarch64_cell_on_an_arm64_host_is_native(monkeypatch):
     cell = MATRIX.cell("3.13-fp-aarch64")
     assert cell.foreign_on("x86_64") and not cell.foreign_on("aarch64")
     assert MATRIX.build_python_cell_on(cell, "aarch64") is None   # no cross build, no build Python
-    monkeypatch.setattr(images, "HOST_ARCH", "aarch64")
-    inputs = images.cell_inputs(cell, MATRIX.base_suite, matrix=MATRIX, log=lambda *_: None, fetch=False)
+    monkeypatch.setattr(cell_source, "HOST_ARCH", "aarch64")
+    inputs = pipeline.cell_inputs(cell, MATRIX.base_suite, matrix=MATRIX, log=lambda *_: None, fetch=False)
     assert inputs.build_python is None and inputs.target_base_tag == ""
     assert inputs.base_tag == render.host_base_image_tag(MATRIX.base_suite, "aarch64")
     assert inputs.base_tag.startswith(f"cpython-perf-base:{MATRIX.base_suite}-arm64-")
@@ -60,8 +61,8 @@ def test_aarch64_cell_on_an_arm64_host_is_native(monkeypatch):
     assert "crossbuild-essential" not in dockerfile and "--host=aarch64" not in dockerfile
     assert f"FROM {inputs.base_tag}" in dockerfile
     assert "-mbranch-protection=standard" in dockerfile   # the arch's CFLAGS, native or cross alike
-    cross = images.cell_inputs(cell, MATRIX.base_suite, matrix=MATRIX, log=lambda *_: None, fetch=False,
-                               host="x86_64")
+    cross = pipeline.cell_inputs(cell, MATRIX.base_suite, matrix=MATRIX, log=lambda *_: None, fetch=False,
+                                 host="x86_64")
     assert "crossbuild-essential-arm64" in cross.dockerfile() and cross.digest != inputs.digest
 
 
@@ -76,7 +77,7 @@ def test_recordings_on_an_arm64_host_use_the_pmu_not_a_guest(monkeypatch):
 
 @pytest.mark.parametrize("name", ["3.13-fp", "3.13-release-i386"])
 def test_an_x86_cell_on_an_arm64_host_is_a_clear_error(monkeypatch, name):
-    monkeypatch.setattr(images, "HOST_ARCH", "aarch64")
+    monkeypatch.setattr(cell_source, "HOST_ARCH", "aarch64")
     arch = MATRIX.cell(name).arch
     with pytest.raises(DriverError, match=f"{name}: {arch} cells need an x86_64 host; this host is aarch64"):
-        images.cell_inputs(MATRIX.cell(name), MATRIX.base_suite, matrix=MATRIX, log=lambda *_: None, fetch=False)
+        pipeline.cell_inputs(MATRIX.cell(name), MATRIX.base_suite, matrix=MATRIX, log=lambda *_: None, fetch=False)

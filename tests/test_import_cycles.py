@@ -1,10 +1,10 @@
 """No import cycles among the modules of cpython_perf, and none among its stage packages: no two packages import
 each other (parsed with ast: every import, also inside functions).
 
-A package is a directory under cpython_perf/ (source, build, record, check, report, distro, ci, bench); a module at
-the top (matrix, errors, host, progress, cli, doctor, profile) counts as a package of its own.  The stages import
-downwards only (source <- build <- record <- check <- report), so a reader can follow a cell down one stage after
-the other; docs/architecture.md lists the edges."""
+A package is a directory under cpython_perf/ (source, image, run, record, check, report, distro, ci, bench); a
+module at the top (matrix, errors, host, progress, cli, doctor, profile) counts as a package of its own.  The stages
+import downwards only (source <- image <- run <- record <- check <- report), so a reader can follow a cell down one
+stage after the other; docs/architecture.md lists the edges."""
 
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ def import_graph(root: Path = PACKAGE_DIR) -> dict[str, set[str]]:
 
 
 def package_of(module: str) -> str | None:
-    """The stage package (or top-level module) a module belongs to: cpython_perf.build.images -> build,
+    """The stage package (or top-level module) a module belongs to: cpython_perf.image.context -> image,
     cpython_perf.matrix -> matrix; None for cpython_perf itself."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else None
@@ -122,7 +122,7 @@ def mutual_pairs(packages: dict[str, set[str]], graph: dict[str, set[str]]) -> l
 def test_no_two_packages_import_each_other():
     graph = import_graph()
     packages = package_graph(graph)
-    assert {"source", "build", "record", "check", "report", "distro", "ci", "bench"} <= set(packages)
+    assert {"source", "image", "run", "record", "check", "report", "distro", "ci", "bench"} <= set(packages)
     pairs = mutual_pairs(packages, graph)
     assert not pairs, "packages importing each other:\n" + "\n".join(pairs)
     cycle = find_cycle(packages)
@@ -130,15 +130,15 @@ def test_no_two_packages_import_each_other():
 
 
 def test_the_stages_import_downwards_only():
-    """source <- build <- record <- check <- report: no stage imports a later one."""
-    order = ["source", "build", "record", "check", "report"]
+    """source <- image <- run <- record <- check <- report: no stage imports a later one."""
+    order = ["source", "image", "run", "record", "check", "report"]
     packages = package_graph(import_graph())
     upward = [f"{a} -> {b}" for a in order for b in packages[a] if b in order and order.index(b) > order.index(a)]
     assert not upward, "a stage imports a later stage: " + ", ".join(upward)
 
 
 def test_the_package_check_finds_a_back_import_in_a_copy_of_the_driver(tmp_path):
-    """A copy of the real cpython_perf with one back-import added (the source stage importing the build
+    """A copy of the real cpython_perf with one back-import added (the source stage importing the image
     stage's render): the pair check names it, and the stage order check too."""
     import shutil
 
@@ -146,11 +146,11 @@ def test_the_package_check_finds_a_back_import_in_a_copy_of_the_driver(tmp_path)
     shutil.copytree(PACKAGE_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
     assert not mutual_pairs(package_graph(import_graph(copy)), import_graph(copy))
     patches = copy / "source" / "patches.py"
-    patches.write_text(patches.read_text() + "\n\ndef _back():\n    from ..build import render\n")
+    patches.write_text(patches.read_text() + "\n\ndef _back():\n    from ..image import render\n")
     graph = import_graph(copy)
     pairs = mutual_pairs(package_graph(graph), graph)
-    assert len(pairs) == 1 and pairs[0].startswith("build <-> source: ")
-    assert "cpython_perf.source.patches -> cpython_perf.build.render" in pairs[0]
+    assert len(pairs) == 1 and pairs[0].startswith("image <-> source: ")
+    assert "cpython_perf.source.patches -> cpython_perf.image.render" in pairs[0]
     assert find_cycle(package_graph(graph)) is not None
 
 
@@ -187,15 +187,15 @@ def cyclic_package(tmp_path):
     (root / "bench").mkdir(parents=True)
     (root / "__init__.py").write_text("")
     (root / "bench" / "__init__.py").write_text("")
-    (root / "bench" / "wallclock.py").write_text("from .. import build\n\ndef f():\n    from . import fidelity\n")
+    (root / "bench" / "wallclock.py").write_text("from .. import image\n\ndef f():\n    from . import fidelity\n")
     (root / "bench" / "fidelity.py").write_text("from . import wallclock\n")
-    (root / "build.py").write_text("import os\n")
+    (root / "image.py").write_text("import os\n")
     return root
 
 
 def test_the_check_finds_a_cycle_through_a_function_level_import(cyclic_package):
     graph = import_graph(cyclic_package)
-    assert graph["cpython_perf.bench.wallclock"] == {"cpython_perf.build", "cpython_perf.bench.fidelity"}
+    assert graph["cpython_perf.bench.wallclock"] == {"cpython_perf.image", "cpython_perf.bench.fidelity"}
     cycle = find_cycle(graph)
     assert cycle is not None and set(cycle) == {"cpython_perf.bench.wallclock", "cpython_perf.bench.fidelity"}
     (cyclic_package / "bench" / "fidelity.py").write_text("from .common import x\n")

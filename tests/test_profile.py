@@ -435,7 +435,7 @@ def test_profile_seed_script(docker_client, tmp_path, cell, mode):
 def index_reachable(docker_client, tmp_path_factory):
     """Skip (with pip's own words) unless pip in a cell image can fetch the dependency from the package index
     the host's pip is configured for."""
-    from cpython_perf.build import containers
+    from cpython_perf.run import containers
 
     image = need_image(docker_client, "cpython-perf:3.13-fp")
     passthrough = profile.pip_passthrough(profile.host_pip_settings())

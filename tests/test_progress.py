@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from cpython_perf.build import images
+from cpython_perf.image.docker_build import docker_build
 from cpython_perf import progress
 from cpython_perf.distro import deb_build
 from cpython_perf.errors import ImageBuildFailed
@@ -104,7 +104,7 @@ def test_docker_build_shows_steps_not_make_lines_and_fails_with_the_tail(monkeyp
     said = []
     client = type("Client", (), {"api": FakeAPI(chunks)})()
     with pytest.raises(ImageBuildFailed) as info:
-        images._docker_build(client, tmp_path, "cpython-perf:3.13-fp", said.append)
+        docker_build(client, tmp_path, "cpython-perf:3.13-fp", said.append)
     message = str(info.value)
     log = tmp_path / "build-cpython-perf_3.13-fp.log"
     assert f"log: {log}" in message and "gcc -c Objects/obj49.c" in message and "returned a non-zero code: 2" in message
@@ -119,7 +119,7 @@ def test_docker_build_verbose_streams_everything(monkeypatch, tmp_path):
     monkeypatch.setenv(progress.VERBOSE_ENV, "1")
     said = []
     client = type("Client", (), {"api": FakeAPI([{"stream": "gcc -c a.c\n"}, {"aux": {"ID": "sha256:abc"}}])})()
-    assert images._docker_build(client, tmp_path, "t:1", said.append) == "sha256:abc"
+    assert docker_build(client, tmp_path, "t:1", said.append) == "sha256:abc"
     assert "gcc -c a.c" in said
 
 
@@ -138,11 +138,11 @@ def test_deb_commands_append_to_their_log_with_a_heartbeat(monkeypatch, tmp_path
 
 
 def test_cli_verbose_reaches_the_long_steps(monkeypatch):
-    from cpython_perf.build import pipeline as build
     from cpython_perf import cli
+    from cpython_perf.image import pipeline
 
     monkeypatch.setenv(progress.VERBOSE_ENV, "")
     seen = []
-    monkeypatch.setattr(build, "build_cell", lambda *a, **k: seen.append(progress.verbose()))
+    monkeypatch.setattr(pipeline, "build_cell", lambda *a, **k: seen.append(progress.verbose()))
     assert cli.main(["build", "3.13-fp", "--verbose"]) == 0
     assert seen == [True]

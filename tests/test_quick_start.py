@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from cpython_perf.build import images
+from cpython_perf.image.bases import bootstrap_base
+from cpython_perf.image.docker_build import image_exists
 from cpython_perf.matrix import PROJECT_ROOT
 
 pytestmark = pytest.mark.container
@@ -26,8 +27,8 @@ SUITES = ("bookworm", "trixie")   # Debian 12, Debian 13
 
 def pristine_image(client, suite: str) -> str:
     tag = f"cpython-perf-pristine:{suite}"
-    if not images._image_exists(client, tag):
-        images._bootstrap_base(client, suite, ["python3", "ca-certificates"], tag, print)
+    if not image_exists(client, tag):
+        bootstrap_base(client, suite, ["python3", "ca-certificates"], tag, print)
     return tag
 
 

@@ -10,7 +10,8 @@ perf_trampoline) is compiled again with the interpreter's core flags (PY_CORE_CF
 hold: no warning located in those files or in the headers of Include/.  CPython 3.13.5 as released compiles them without one.
 
 Exit 2 (cannot check) where the build tree or a compiler is not there (an installed package, a
-stock image).
+stock image), and in a sanitizer build: under -fsanitize=address GCC's middle-end warnings
+(-Wstringop-overflow) fire in CPython's own headers too, and no distribution builds so.
 """
 import os
 import re
@@ -46,6 +47,10 @@ def main():
     tree = sysconfig.get_config_var("abs_srcdir") or ""
     if not os.path.isfile(os.path.join(tree, "pyconfig.h")):
         print(f"cannot check: no configured build tree at {tree or '(abs_srcdir unset)'} (an installed interpreter)")
+        return CANNOT_CHECK
+    configured = " ".join(str(sysconfig.get_config_var(name) or "") for name in ("CONFIG_ARGS", "PY_CORE_CFLAGS"))
+    if "-fsanitize" in configured or "--with-address-sanitizer" in configured:
+        print("cannot check: a sanitizer build (its instrumentation makes GCC warn in CPython's own headers)")
         return CANNOT_CHECK
     compiler = shlex.split(sysconfig.get_config_var("CC") or "cc")
     if shutil.which(compiler[0]) is None:

@@ -243,7 +243,7 @@ set_extra.argtypes = [ctypes.py_object, ctypes.c_ssize_t, ctypes.c_void_p]
 
 # the host's sampling event (cpython_perf.record.perf_event), passed by the suite's runner; none: perf's default
 PERF_EVENT = ["-e", os.environ["CPYTHON_PERF_EVENT"]] if os.environ.get("CPYTHON_PERF_EVENT") else []
-# the cell's dwarf dump size for --call-graph dwarf (cpython_perf.record.perf_runs.RECORD_DWARF_STACK_ENV), passed by
+# the cell's dwarf dump size for --call-graph dwarf (cpython_perf.run.runners.RECORD_DWARF_STACK_ENV), passed by
 # the same runner: a dump smaller than one eval-loop frame (-O0: about 18 KiB) unwinds to no Python frame at all
 PERF_DWARF_STACK = os.environ.get("CPYTHON_PERF_DWARF_STACK") or "16384"
 

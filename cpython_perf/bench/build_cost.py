@@ -22,7 +22,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..build import pipeline as build, images, render
+from ..image import bases, pipeline, render
+from ..image.cell_image import prepare_context
+from ..image.context import BuildContext
+from ..image.docker_build import scratch_dir
 from .. import host
 from . import common
 from ..errors import DriverError
@@ -41,15 +44,15 @@ def missing_modules(make_output: str) -> list[str]:
     return sorted(set(found))
 
 
-def host_build(inputs: images.BuildContext, log=print) -> dict:
+def host_build(inputs: BuildContext, log=print) -> dict:
     """Run build-cpython.sh on the host over the cell's build context; seconds and what it could not build."""
     cell = inputs.cell
     if cell.arch != HOST_ARCH:
         raise DriverError(f"{cell.name} is built for {cell.arch}; the host build is measured for host cells")
-    with tempfile.TemporaryDirectory(prefix=f"cpython-perf-host-{cell.name}-", dir=images._scratch_dir()) as tmp:
+    with tempfile.TemporaryDirectory(prefix=f"cpython-perf-host-{cell.name}-", dir=scratch_dir()) as tmp:
         ctx = Path(tmp, "context")
         ctx.mkdir()
-        images.prepare_context(inputs, ctx)
+        prepare_context(inputs, ctx)
         env = dict(os.environ, TARBALL=cell.recipe.filename, SRCDIR=cell.recipe.srcdir, PREFIX=str(Path(tmp, "prefix")),
                    CFLAGS=cell.cflags, CONFIGURE_ARGS=" ".join(cell.configure_args()))
         log(f"{cell.name}: build-cpython.sh on the host")
@@ -73,18 +76,18 @@ def _first_line(command: list[str]) -> str:
 
 def measure(matrix, cells, cold: bool = True, on_host: bool = True, log=print) -> dict:
     client = host.docker_client(log)
-    images.ensure_base_image(client, matrix.base_suite, log=log)
+    bases.ensure_base_image(client, matrix.base_suite, log=log)
     out = {"created": common.utc_stamp(), "machine": common.machine_info(), "cells": {}}
     quiet = lambda line: None  # noqa: E731
     for cell in cells:
         entry: dict = {}
         if cold:
             log(f"{cell.name}: cold build (--no-cache)")
-            entry["cold_seconds"] = round(build.build_cell(cell, matrix, log=quiet, no_cache=True)["seconds"], 1)
+            entry["cold_seconds"] = round(pipeline.build_cell(cell, matrix, log=quiet, no_cache=True)["seconds"], 1)
         log(f"{cell.name}: no-change rebuild")
-        entry["no_change_seconds"] = round(build.build_cell(cell, matrix, log=quiet)["seconds"], 1)
+        entry["no_change_seconds"] = round(pipeline.build_cell(cell, matrix, log=quiet)["seconds"], 1)
         if on_host and cell.arch == HOST_ARCH:
-            entry["host"] = host_build(images.cell_inputs(cell, matrix.base_suite, None, quiet, matrix), log)
+            entry["host"] = host_build(pipeline.cell_inputs(cell, matrix.base_suite, None, quiet, matrix), log)
         out["cells"][cell.name] = entry
     return out
 

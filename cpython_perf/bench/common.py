@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..build import containers
+from ..run import containers
 from ..errors import DriverError
 from ..matrix import PROJECT_ROOT, Cell, Matrix
 

@@ -34,7 +34,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from ..build import pipeline as build, containers, tools
+from ..image import pipeline, tools
+from ..run import containers
 from .. import host
 from ..record import perf_runs, samply
 from . import common
@@ -213,7 +214,7 @@ def measure(matrix: Matrix, cells: list[Cell], log=print) -> dict:
     root = Path(tempfile.mkdtemp(prefix="cpython-perf-fidelity-"))
     try:
         for cell in cells:
-            image = build.ensure_cell_image(cell, matrix, log)
+            image = pipeline.ensure_cell_image(cell, matrix, log)
             cap = containers.perf_capability(client, image)
             entry = {"python": cell.recipe.version, "support": cell.support, "modes": list(cell.modes),
                      "perf": {}, "samply": {}, "map_growth": {}}

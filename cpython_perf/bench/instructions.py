@@ -24,7 +24,9 @@ import re
 import tempfile
 from pathlib import Path
 
-from ..build import pipeline as build, containers, images
+from ..image import labels, pipeline
+from ..image.docker_build import docker_build, image_exists, scratch_dir
+from ..run import containers
 from .. import host
 from . import common
 from ..errors import DriverError
@@ -49,16 +51,16 @@ def parse_instructions(stderr: str) -> int:
 def valgrind_image(client, cell_image: str, log=print) -> str:
     image = client.images.get(cell_image)
     tag = f"{VALGRIND_REPOSITORY}:{cell_image.split(':', 1)[1]}-{image.id.split(':')[-1][:12]}"
-    if images._image_exists(client, tag):
+    if image_exists(client, tag):
         return tag
-    with tempfile.TemporaryDirectory(prefix="cpython-perf-valgrind-", dir=images._scratch_dir()) as ctx:
+    with tempfile.TemporaryDirectory(prefix="cpython-perf-valgrind-", dir=scratch_dir()) as ctx:
         Path(ctx, "Dockerfile").write_text(
             f"# valgrind beside the interpreter of {cell_image} (cpython_perf.bench.instructions)\n"
             f"FROM {image.id}\n"
             "RUN apt-get update -qq \\\n"
             " && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends valgrind \\\n"
             " && rm -rf /var/lib/apt/lists/* && valgrind --version\n")
-        images._docker_build(client, Path(ctx), tag, log=lambda line: None)
+        docker_build(client, Path(ctx), tag, log=lambda line: None)
     log(f"built {tag}")
     return tag
 
@@ -71,12 +73,13 @@ def cell_images(client, matrix: Matrix, cells: list[Cell], existing: bool, log=p
     out = {}
     for cell in cells:
         if existing:
-            if not images._image_exists(client, cell.image):
+            if not image_exists(client, cell.image):
                 raise DriverError(f"{cell.image} does not exist: build it (nox -s build-{cell.name}) or drop --existing-images")
-            current = images.image_is_current(client, images.cell_inputs(cell, matrix.base_suite, None, lambda *_: None, matrix))
+            inputs = pipeline.cell_inputs(cell, matrix.base_suite, None, lambda *_: None, matrix)
+            current = labels.image_is_current(client, inputs)
             tag = cell.image
         else:
-            tag, current = build.ensure_cell_image(cell, matrix, log), True
+            tag, current = pipeline.ensure_cell_image(cell, matrix, log), True
         image = client.images.get(tag)
         out[cell.name] = {"image": tag, "image_id": image.id, "image_created": image.attrs.get("Created", ""),
                           "current": current}

@@ -41,7 +41,8 @@ from pathlib import Path
 
 import yaml
 
-from ..build import pipeline as build, containers, images
+from ..image.docker_build import image_exists
+from ..run import containers
 from .. import host
 from ..source.sources import sha256_of
 from ..errors import DriverError
@@ -499,7 +500,7 @@ def measure(matrix: Matrix, cells: list[Cell], *, config: SuiteConfig, only: lis
     not_run = []
     if existing_images:   # a comparison needing a cell without an image is not run, and said so
         missing = {c.cell.name for comparison in plan for c in (comparison.a, comparison.b)
-                   if not images._image_exists(client, c.cell.image)}
+                   if not image_exists(client, c.cell.image)}
         for comparison in plan:
             lacking = sorted({comparison.a.cell.name, comparison.b.cell.name} & missing)
             if lacking:

@@ -28,7 +28,7 @@ BENCHMARKS.md from such a file.
 
 from __future__ import annotations
 
-from ..build import pipeline as build
+from ..image import pipeline
 from .. import host
 from ..errors import DriverError
 from ..matrix import Cell, Matrix
@@ -55,7 +55,7 @@ def measure(matrix: Matrix, cells: list[Cell], workloads: dict[str, str], rounds
     client = host.docker_client(log)
     names = list(workloads)
     cells_used = list({c.cell.name: c.cell for c in configs}.values())
-    images = {cell.name: build.ensure_cell_image(cell, matrix, log) for cell in cells_used}
+    images = {cell.name: pipeline.ensure_cell_image(cell, matrix, log) for cell in cells_used}
     timings: dict[str, dict[str, list[list[float]]]] = {c.key: {n: [] for n in names} for c in configs}
     seen: dict[str, dict] = {}
     for number, config in schedule(configs, rounds):

@@ -524,16 +524,16 @@ def stock_image_packages(package: str, perf_suite: str | None, suite: str) -> li
 def ensure_stock_image(client, suite: str, package: str, perf_suite: str | None = None, rebuild: bool = False,
                        log=print) -> str:
     """A Debian `suite` image with `package` (e.g. python3.11) and linux-perf (from perf_suite of the same
-    archive, e.g. bookworm-backports), bootstrapped like the project's bases (images._bootstrap_base:
+    archive, e.g. bookworm-backports), bootstrapped like the project's bases (cpython_perf.image.bases.bootstrap_base:
     mmdebstrap from the machine's own archive entry, docker import)."""
-    from ..build import images
+    from ..image.bases import bootstrap_base
+    from ..image.docker_build import image_exists
 
     tag = stock_image_tag(suite, package, perf_suite)
-    if not rebuild and images._image_exists(client, tag):
+    if not rebuild and image_exists(client, tag):
         return tag
     extra = (perf_suite,) if perf_suite and perf_suite != suite else ()
-    images._bootstrap_base(client, suite, stock_image_packages(package, perf_suite, suite), tag, log,
-                           extra_suites=extra)
+    bootstrap_base(client, suite, stock_image_packages(package, perf_suite, suite), tag, log, extra_suites=extra)
     return tag
 
 

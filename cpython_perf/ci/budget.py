@@ -23,7 +23,7 @@ import urllib.request
 from .. import host
 from ..errors import DriverError
 from ..matrix import Matrix, load_matrix
-from ..build.registry import check_registry
+from ..image.registry import check_registry
 from ..subcommands import Command, main_of
 from . import plan as ci_plan
 

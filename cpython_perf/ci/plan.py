@@ -7,10 +7,10 @@ prints one JSON object:
           image (`tools`: samply and the flame-graph renderer) and a cell image per cell whose image a
           selected cell needs (`cell-<name>`: its own, its vanilla twin's, a cross build's build Python).
           Content-addressed: `digest` is the inputs digest the driver labels the image with
-          (images.cell_inputs, computed here without fetching the source: the tarball enters it by its
+          (pipeline.cell_inputs, computed here without fetching the source: the tarball enters it by its
           pinned sha256), the tools image's tag digest, or for a base the package-list hash of its tag
           plus the template of its registry build.  `registry_tag` is where the workflow publishes it in
-          its registry (a cell: cpython_perf.build.registry's `cpython-perf:<cell>-<inputs digest>`, as `build
+          its registry (a cell: cpython_perf.image.registry's `cpython-perf:<cell>-<inputs digest>`, as `build
           --registry` looks it up): an image published there is not rebuilt.  `artifact`
           (image-<name>-<digest>) is the `docker save | zstd` file a job uploads where it built an image it
           did not publish (a pull request).
@@ -44,7 +44,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..build import images, registry, render, tools
+from ..image import pipeline, registry, render, tools
 from ..source import sources
 from ..errors import DriverError, UnknownCell
 from ..matrix import DEFAULT_ARCH, Cell, Matrix
@@ -277,8 +277,8 @@ def tools_image(matrix: Matrix, host: str = DEFAULT_ARCH) -> Image:
 
 def cell_image(matrix: Matrix, cell: Cell, aarch64: str = "native") -> Image:
     host = build_host(cell.arch, aarch64)
-    inputs = images.cell_inputs(cell, matrix.base_suite, log=lambda *_: None, matrix=matrix, fetch=False,
-                                host=host)
+    inputs = pipeline.cell_inputs(cell, matrix.base_suite, log=lambda *_: None, matrix=matrix, fetch=False,
+                                  host=host)
     foreign = cell.foreign_on(host)
     if foreign:
         needs = [f"base-{host}", f"base-{cell.arch}", f"cell-{matrix.build_python_cell_on(cell, host).name}"]
@@ -286,7 +286,7 @@ def cell_image(matrix: Matrix, cell: Cell, aarch64: str = "native") -> Image:
         needs = [f"base-{cell.arch}"]
     return Image(f"cell-{cell.name}", "cell", cell.arch, "cross_images" if foreign else "images",
                  cell.image, inputs.digest,
-                 "driver: images.cell_inputs (its image label; the source tarball by its pinned sha256)",
+                 "driver: pipeline.cell_inputs (its image label; the source tarball by its pinned sha256)",
                  cell.name, f"nox -s build-{cell.name}", needs, host=host)
 
 

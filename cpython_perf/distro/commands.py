@@ -7,9 +7,8 @@ import json
 import shutil
 from pathlib import Path
 
-from ..build import images
-from ..build import pipeline as build
-from ..build import sbom as image_sbom
+from ..image import sbom as image_sbom
+from ..image.sbom_command import sbom_command
 from ..errors import DriverError
 from ..matrix import load_matrix
 from ..progress import add_verbose_option
@@ -48,7 +47,7 @@ def _check_series(args) -> int:
         return source_check.exit_status(results)
     cell = matrix.cell(args.cell)
     tarball = sources.fetch_source(cell.recipe, log=log)
-    count = patches.check_series_applies(tarball, cell.recipe.srcdir, cell.additions, images.ADDITIONS_ROOT,
+    count = patches.check_series_applies(tarball, cell.recipe.srcdir, cell.additions, patches.ADDITIONS_ROOT,
                                          cell.series)
     for patch in patches.read_series(cell.series) if cell.series else []:
         problems = patches.dep3_problems(patch.path.read_text())
@@ -111,7 +110,7 @@ def _sbom(args) -> int:
                           "(--lane bookworm-3.11)")
     if args.lane:
         return lane_sbom.command(matrix, args, log)
-    return build.sbom_command(matrix, args, log)
+    return sbom_command(matrix, args, log)
 
 
 def _deb_reproducibility_arguments(parser) -> None:
@@ -155,7 +154,7 @@ COMMANDS = (
                    "debian/rules, install it in a clean container and check it", _deb_arguments, _deb),
     Command("sbom", "the SBOM (CycloneDX JSON, validated) of a cell's image or (--lane) of a distro lane's built "
                     "packages: source and sha256, each patch with its sha256 and DEP-3 origin, the Debian packages "
-                    "with versions (cpython_perf/build/sbom.py, cpython_perf/distro/sbom.py)",
+                    "with versions (cpython_perf/image/sbom.py, cpython_perf/distro/sbom.py)",
             image_sbom.add_arguments, _sbom),
     Command("deb-reproducibility", "build a deb lane twice (as `deb` builds it; then later, under what reprotest "
                                    "varies: umask, locale, time zone, HOME, PATH, host name, kernel version, one "

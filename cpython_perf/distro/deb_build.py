@@ -55,12 +55,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..build import containers
-from .. import progress
+from .. import host, progress
 from ..check import regrtest
 from ..source import sources
-from ..errors import DriverError, ImageBuildFailed, RuntimeFailure
+from ..errors import DriverError, RuntimeFailure
+from ..image.bootstrap import bootstrap_image
+from ..image.labels import INPUTS_LABEL
 from ..matrix import PERF_C_API, PROJECT_ROOT, DistroLane, Matrix
+from ..run import containers
 
 NEW_SYMBOLS = PERF_C_API
 # the trampoline's code range, global in the assembly on the arches that build it: Debian's own python3.13
@@ -88,7 +90,6 @@ BUILD_TOOLS = ("build-essential", "dpkg-dev", "devscripts", "fakeroot", "lintian
 RUNTIME_TOOLS = ("binutils", "procps", "ca-certificates", "gcc", "libc6-dev")   # cc: the suite's C checks
 BUILD_IMAGE_REPOSITORY = "cpython-perf-debbuild"
 IMAGE_REPOSITORY = "cpython-perf-deb"
-INPUTS_LABEL = "org.cpython-perf.inputs"
 MAINTAINER = "cpython-perf project <cpython-perf@users.noreply.github.com>"
 PATCH_SUBDIR = "cpython-perf"          # debian/patches/<this>/ (series_forms.DEBIAN_SUBDIR)
 MMDEBSTRAP_DEB_HOOK = "/usr/share/mmdebstrap/hooks/file-mirror-automount"
@@ -522,36 +523,6 @@ def image_label(tag: str) -> str | None:
     return proc.stdout.strip() if proc.returncode == 0 else None
 
 
-def bootstrap_image(cmd: list[str], tar: Path, tag: str, digest: str, log_file: Path, log) -> None:
-    """Run mmdebstrap, then `docker import` the tarball as tag (labelled with digest): tagged only once whole."""
-    log("$ " + shlex.join(cmd))
-    rc = run_logged(cmd, log_file, log=log, what=f"mmdebstrap {tag}")
-    if rc != 0:
-        _clean_mmdebstrap_leftovers(log_file, log)
-        raise ImageBuildFailed(f"mmdebstrap for {tag} failed (exit {rc}); log: {log_file}\n"
-                               + _tail_of(log_file))
-    log(f"importing {tar.stat().st_size >> 20} MiB rootfs as {tag}")
-    proc = subprocess.run(["docker", "import", "--change", f"LABEL {INPUTS_LABEL}={digest}", str(tar), tag],
-                          capture_output=True, text=True)
-    if proc.returncode != 0 or image_label(tag) != digest:
-        raise ImageBuildFailed(f"docker import of {tag} failed: {proc.stderr.strip()[-2000:]}")
-
-
-def _clean_mmdebstrap_leftovers(log_file: Path, log) -> None:
-    """After a failed setup, mmdebstrap's file-mirror-automount hook can leave the .debs bind-mounted in its
-    temporary root, which it then cannot remove: unmount those (only under the tempdir its log names)."""
-    tempdirs = re.findall(r"^I: removing tempdir (/\S+?)\.\.\.$", _tail_of(log_file, 2000), re.M)
-    for tempdir in dict.fromkeys(tempdirs):
-        if not re.fullmatch(r"/tmp/mmdebstrap\.[A-Za-z0-9]+", tempdir) or not Path(tempdir).exists():
-            continue
-        mounts = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()
-                  if line.split()[1].startswith(tempdir + "/")]
-        for mount in sorted(mounts, key=len, reverse=True):
-            subprocess.run(["umount", mount], capture_output=True)
-        shutil.rmtree(tempdir, ignore_errors=True)
-        log(f"removed what mmdebstrap left in {tempdir} ({len(mounts)} bind mounts)")
-
-
 def _tail_of(path: Path, lines: int = 30) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
@@ -770,7 +741,6 @@ class LaneRun:
 
     def run(self) -> dict:
         from . import series_forms
-        from .. import host
 
         lane, options = self.lane, self.options
         self.paths.results.mkdir(parents=True, exist_ok=True)
@@ -858,8 +828,9 @@ class LaneRun:
             return tag
         with tempfile.TemporaryDirectory(prefix="cpython-perf-debbuild-", dir=self._scratch()) as tmp:
             tar = Path(tmp) / "rootfs.tar"
-            bootstrap_image(build_image_command(self.lane, dsc, tar, self.entries), tar, tag, digest,
-                            self.paths.results / "images.log", self.log)
+            bootstrap_image(host.docker_client(self.log), build_image_command(self.lane, dsc, tar, self.entries),
+                            tar, tag, self.log, log_file=self.paths.results / "images.log",
+                            labels={INPUTS_LABEL: digest})
         return tag
 
     def build(self, dsc: Path, image: str, env: dict[str, str], form_dir: Path | None, names: list[str],
@@ -1049,12 +1020,11 @@ class LaneRun:
             return
         with tempfile.TemporaryDirectory(prefix="cpython-perf-debinstall-", dir=self._scratch()) as tmp:
             tar = Path(tmp) / "rootfs.tar"
-            bootstrap_image(install_image_command(self.lane, debs, tar, self.entries), tar, tag, digest,
-                            self.paths.results / "images.log", self.log)
+            bootstrap_image(host.docker_client(self.log), install_image_command(self.lane, debs, tar, self.entries),
+                            tar, tag, self.log, log_file=self.paths.results / "images.log",
+                            labels={INPUTS_LABEL: digest})
 
     def check_image(self, tag: str, tests: list[str]) -> dict:
-        from .. import host
-
         py = self.lane.python
         log_file = self.paths.results / "checks.log"
         result: dict = {"image": tag}

@@ -10,7 +10,7 @@
      (setarch --uname-2.6) and one CPU (the container on CPU 0, DEB_BUILD_OPTIONS parallel=1; --same-cpus
      keeps a's); with --other-build-path another build directory too.
 
-The build directory is an input, as for the cell images (cpython_perf/build/reproducibility.py): CPython
+The build directory is an input, as for the cell images (cpython_perf/image/reproducibility.py): CPython
 records it (sysconfig's abs_builddir and the installed Makefile), and the objects `dtrace -G` compiles for the
 SystemTap probes name it in their debug information, since dtrace compiles them without the build's
 -ffile-prefix-map; the build IDs cover that debug information.  The lanes always build in /w/src.  What
@@ -44,7 +44,7 @@ import time
 from pathlib import Path
 
 from .. import host
-from ..build import reproducibility
+from ..image import reproducibility
 from ..errors import RuntimeFailure
 from ..matrix import PROJECT_ROOT, DistroLane, Matrix
 from ..source import sources

@@ -1,5 +1,5 @@
 """The SBOM (CycloneDX 1.6 JSON) of a distro lane's built packages, made and validated with the pieces of
-cpython_perf/build/sbom.py (a cell image's SBOM).
+cpython_perf/image/sbom.py (a cell image's SBOM).
 
 A lane's SBOM (`python -m cpython_perf sbom --lane LANE`), from the lane's built output
 (~/.cache/cpython-perf/deb/<lane>/<key>/: the .debs, .changes, .buildinfo and DONE):
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from ..build.sbom import (SERIES_NOTE, DebPackage, PatchFile, _cdx, _depends, _new_bom, _package_components,
+from ..image.sbom import (SERIES_NOTE, DebPackage, PatchFile, _cdx, _depends, _new_bom, _package_components,
                           _patch_components, _properties, _purl_deb, _sha256, serialize)
 from ..errors import DriverError
 from ..source.sources import sha256_of
@@ -211,7 +211,7 @@ def lane_packages_dir(lane, cache_root: Path | None = None) -> Path:
 def command(matrix, args, log=print) -> int:
     """`python -m cpython_perf sbom --lane LANE [--packages DIR] [--out FILE]`: the SBOM of the lane's built
     packages, written to results/sbom/deb-<lane>.cdx.json by default."""
-    from ..build.sbom import SPEC_VERSION, write
+    from ..image.sbom import SPEC_VERSION, write
     from ..matrix import PROJECT_ROOT
     from .source_packages import fetch_source_package
 

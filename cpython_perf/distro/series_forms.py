@@ -40,9 +40,9 @@ from pathlib import Path
 
 from ..source import patches
 from ..errors import DriverError
-from ..matrix import PROJECT_ROOT, VersionSeries
+from ..matrix import VersionSeries
 
-ADDITIONS_ROOT = PROJECT_ROOT / "Python-additions"
+ADDITIONS_ROOT = patches.ADDITIONS_ROOT
 NEW_FILES_PATCH = "0000-perf-trampoline-new-files.patch"
 DEFAULT_AUTHOR = "cpython-perf project <cpython-perf@users.noreply.github.com>"
 # what a packager names the directory inside debian/patches/

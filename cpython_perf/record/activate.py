@@ -108,7 +108,7 @@ def activate(client, matrix, container: str | None, pid: str | None, mode: str, 
                               "the container's pid namespace: leave --host-gdb out)")
         status, output = run_on_host(pid, mode, timeout)
         return status, report_of(output)
-    from ..build import tools
+    from ..image import tools
     from .outside import find_container
 
     image = tools_image or tools.ensure_tools_image(client, matrix, log)

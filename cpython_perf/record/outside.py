@@ -258,7 +258,7 @@ class PerfRunner:
         if self.image is None:
             proc = subprocess.run(["perf", "--version"], capture_output=True, text=True)
             return perf_version(proc.stdout)
-        from ..build import containers
+        from ..run import containers
 
         return perf_version(containers.run(self.client, self.image, ["perf", "--version"], workdir="/").stdout)
 
@@ -278,7 +278,7 @@ class PerfRunner:
             proc.wait()
             reader.join(5)
             return proc.returncode, "".join(output)[-3000:]
-        from ..build import containers
+        from ..run import containers
 
         caps = containers.container_capabilities([self.capability, *PERF_RECORD_CAPABILITIES])
         self._note(" ".join(["docker", "run", "--rm", "--pid", "host", *(f"--cap-add {c}" for c in caps),
@@ -328,7 +328,7 @@ class PerfRunner:
             self._note(shlex.join(argv))
             proc = subprocess.run(argv, capture_output=True, text=True)
             return proc.returncode, (proc.stderr or proc.stdout)[-3000:]
-        from ..build import containers
+        from ..run import containers
 
         shell = shlex.join(command) + (f" > {OUT_IN_CONTAINER}/{output}" if output else "")
         self._note(f"docker run --rm -v {self.out}:{OUT_IN_CONTAINER} -v {self.out / 'tmp'}:/tmp {self.image} "
@@ -379,7 +379,8 @@ def run(matrix, args, log=print, client=None, started: threading.Event | None = 
         if shutil.which("perf") is None:
             raise DriverError("--host-perf: no perf on this host (Debian: apt-get install linux-perf)")
     else:
-        from ..build import containers, tools
+        from ..image import tools
+        from ..run import containers
 
         image = args.perf_image or tools.ensure_tools_image(client, matrix, log)
         try:

@@ -26,7 +26,6 @@ from typing import Callable
 from ..errors import RuntimeFailure
 
 PROBE_EVENT_ENV = "CPYTHON_PERF_PROBE_EVENT"
-RECORD_EVENT_ENV = "CPYTHON_PERF_EVENT"   # what a check script running perf itself reads (conformance runner)
 FALLBACK_EVENT = "cpu-clock"
 PROBE_SECONDS = 0.3
 PROBE_DATA = "/tmp/perf-event-probe.data"
@@ -155,7 +154,7 @@ _host_cache: dict[tuple, EventChoice | NoSamples] = {}
 def host_event(client, image: str, cap: str | None, perf: str = "perf") -> EventChoice:
     """The event of this host's engine, probed once a process (in image, with perf capability cap);
     the override of $CPYTHON_PERF_PROBE_EVENT is part of the key.  Raises NoSamples."""
-    from ..build import containers
+    from ..run import containers
 
     first = first_event()
     key = (client.api.base_url, first)

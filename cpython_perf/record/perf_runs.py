@@ -180,12 +180,6 @@ def frame_allocation(disassembly: str) -> int | None:
     return None
 
 
-# What a check script that runs `perf record --call-graph dwarf` itself reads for its dump size (the
-# conformance runner sets it to stack_dump_bytes(cell, "perf_jit")): a check that hard-coded a size would
-# see no Python frame where one eval-loop frame is larger than that (-O0: about 18 KiB).
-RECORD_DWARF_STACK_ENV = "CPYTHON_PERF_DWARF_STACK"
-
-
 def stack_dump_bytes(cell: Cell, mode: str | None) -> int | None:
     """The user-stack dump each perf sample carries in this mode (None: frame pointers, no dump)."""
     if mode != "perf_jit":

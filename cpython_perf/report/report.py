@@ -68,7 +68,7 @@ conformance/test_seed_chain.py), the report renders results/<cell>/
 seed-flamegraph.svg with inferno -- the maintained Rust port of FlameGraph
 (used by cargo-flamegraph and py-spy): its perf collapser and its SVG
 renderer, as Debian's librust-inferno-dev, compiled into the tools image
-(cpython_perf.build.tools, docker/flamegraph).  The rendered SVG is then read back:
+(cpython_perf.report.flamegraph, docker/flamegraph).  The rendered SVG is then read back:
 the report says whether a py::foo frame sits inside a py::bar frame's span,
 above it, as the howto's flame graph shows it.  Where there is no input, or
 the renderer cannot run, the cell says why instead.
@@ -91,6 +91,7 @@ from ..matrix import DEFAULT_ARCH, PROJECT_ROOT, Cell, Matrix, load_matrix
 from ..record.perf_runs import SEED_SCRIPT
 from ..record.perf_samples import py_symbol
 from ..check.regrtest import parse_junit as parse_regrtest_junit
+from ..check.suite_results import SEED_PERF_SCRIPT, SEED_RUN_SCRIPTS, SKIP_EXPECTED
 from ..subcommands import Command, main_of
 
 OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed")
@@ -102,14 +103,9 @@ LABEL = {"passed": "pass", "failed": "FAIL", "error": "ERROR", "skipped": "skip"
 # perf_event: the sampling event of the host's recordings (cpython_perf.record.perf_event: perf's default, or
 # cpu-clock where the default gives no sample), the `event` column
 VERSION_PROPERTIES = ("perf_version", "kernel_version", "perf_event")
-SEED_PERF_SCRIPT = "seed.perf-script.txt"   # default `perf script` output of the seed run, per cell
 SEED_FLAMEGRAPH = "seed-flamegraph.svg"
-SEED_RUN_SCRIPTS = "seed-*.perf-script.txt"   # every seed recording's `perf script` output, per cell
 PLAN_FILE = "plan.json"               # the CI run's plan (cpython_perf.ci.plan), downloaded by the report job
 MISSING_IMAGES = "missing-images.txt"  # results/<cell>/: the images a selected cell's job could not load
-# The property a conformance test records when it skips a check that does not apply to the cell
-# (conformance/conftest.py not_applicable); its value is the fact the report checks against matrix.yaml.
-SKIP_EXPECTED = "skip_expected"
 CELL_JUNIT_DIR = "junit"   # results/junit/<cell>.xml: the report's consolidated JUnit file of each cell
 LANES_DIR = "deb"          # results/deb/<lane run>/: what a distro lane wrote (cpython_perf.distro.deb_build)
 LANE_SUMMARY = "summary.json"
@@ -227,11 +223,6 @@ def cell_of(case: CaseResult, cell_names) -> tuple[str | None, str]:
     cell = max(matches, key=len)
     rest = pid[len(cell) + 1:]
     return cell, f"{case.function}[{rest}]" if rest else case.function
-
-
-def seed_perf_script_name(mode: str, activation: str) -> str:
-    """results/<cell>/<this>: the `perf script` output of one seed recording (conformance/test_seed_chain.py)."""
-    return f"seed-{mode}-{activation}.perf-script.txt"
 
 
 def expected_skip(fact: str, cell: Cell, matrix: Matrix, job: dict | None = None) -> bool:
@@ -933,14 +924,14 @@ def render_flamegraphs(results_dir: Path, cells, renderer) -> dict[str, tuple[st
 def default_renderer(matrix: Matrix):
     """inferno in the tools image; or, where Docker is not available, the reason."""
     from .. import host
-    from ..build import tools
     from ..errors import DockerUnavailable
+    from .flamegraph import render_flamegraph
 
     try:
         client = host.docker_client()
     except DockerUnavailable as exc:
         return f"Docker is not available for the tools image ({_first_line(str(exc))})"
-    return lambda source, svg, title: tools.render_flamegraph(client, matrix, source, svg, title, log=lambda s: None)
+    return lambda source, svg, title: render_flamegraph(client, matrix, source, svg, title, log=lambda s: None)
 
 
 def _flame_note(report: Report, cell: str) -> tuple[str | None, str]:

@@ -21,6 +21,8 @@ from .. import host
 from ..errors import PatchFailed
 from ..matrix import PROJECT_ROOT
 
+# The whole new files a version adds to CPython's source (matrix.yaml's additions are paths under it)
+ADDITIONS_ROOT = PROJECT_ROOT / "Python-additions"
 DEP3_REQUIRED = ("Description", "Origin", "Forwarded", "Last-Update")
 # DEP-3 allows Subject as an alias of Description.
 DEP3_ALIASES = {"Subject": "Description"}

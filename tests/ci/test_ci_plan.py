@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from cpython_perf import cli
-from cpython_perf.build import images, render, tools
-from cpython_perf.source import sources
+from cpython_perf.image import pipeline, render, tools
+from cpython_perf.source import cell_source, patches, sources
 from cpython_perf.ci import plan as ci_plan
 from cpython_perf.ci.plan import PlanError, build_plan
 from cpython_perf.matrix import ARCH_FACTS, PROJECT_ROOT, load_matrix
@@ -194,7 +194,7 @@ def test_pull_request_builds_only_what_its_cells_need():
 
 
 def test_cell_digest_is_the_drivers(monkeypatch, tmp_path):
-    """The plan's digest of a cell image is the label the driver builds it with (images.cell_inputs, which
+    """The plan's digest of a cell image is the label the driver builds it with (pipeline.cell_inputs, which
     fetches the source): an image loaded from the artifact is current for `nox -s conformance-<cell>`."""
     plan = build_plan(MATRIX, "push")
     by_name = {job["name"]: job for job in plan["images"]}
@@ -205,15 +205,15 @@ def test_cell_digest_is_the_drivers(monkeypatch, tmp_path):
         return tmp_path / recipe.filename
 
     monkeypatch.setattr(sources, "fetch_source", fake_fetch)
-    monkeypatch.setattr(images.patches, "check_cell_series",
+    monkeypatch.setattr(patches, "check_cell_series",
                         lambda read, source, root, log=print: dataclasses.replace(read, applied=0))   # nothing to apply to a fake tarball
     emulated = {job["name"]: job for job in build_plan(MATRIX, "push", aarch64="qemu")["images"]}
     for name, host, plan_images in (("3.13-fp", "x86_64", by_name), ("3.11-fp-vanilla", "x86_64", by_name),
                                     ("3.13-release-i386", "x86_64", by_name),
                                     ("3.13-fp-aarch64", "x86_64", emulated),    # cross-compiled, qemu
                                     ("3.13-fp-aarch64", "aarch64", by_name)):   # on an arm64 runner
-        monkeypatch.setattr(images, "HOST_ARCH", host)   # the driver as it runs on that runner
-        inputs = images.cell_inputs(MATRIX.cell(name), MATRIX.base_suite, matrix=MATRIX, log=lambda *_: None)
+        monkeypatch.setattr(cell_source, "HOST_ARCH", host)   # the driver as it runs on that runner
+        inputs = pipeline.cell_inputs(MATRIX.cell(name), MATRIX.base_suite, matrix=MATRIX, log=lambda *_: None)
         assert plan_images[f"cell-{name}"]["digest"] == inputs.digest, (name, host)
     assert fetched   # the driver's path did fetch; the plan's did not
 

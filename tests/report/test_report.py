@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from cpython_perf.check import suite_results
 from cpython_perf.report import report
 from cpython_perf.matrix import load_matrix
 
@@ -536,7 +537,7 @@ def test_each_patched_cell_is_compared_with_its_vanilla_twin(tmp_path):
 def test_each_seed_recording_s_perf_script_output_is_linked(tmp_path):
     junit(tmp_path / "3.13-fp" / "junit.xml", case("test_seed_chain[3.13-fp-perf-xoption]"))
     for activation in ("xoption", "env"):
-        (tmp_path / "3.13-fp" / report.seed_perf_script_name("perf", activation)).write_text("x\n")
+        (tmp_path / "3.13-fp" / suite_results.seed_perf_script_name("perf", activation)).write_text("x\n")
     md, page = report.write_report(tmp_path, MATRIX, renderer="none here")
     row = next(line for line in md.read_text().splitlines() if line.startswith("| 3.13-fp | "))
     assert "[perf env](3.13-fp/seed-perf-env.perf-script.txt), [perf xoption](3.13-fp/seed-perf-xoption.perf-script.txt)" in row
@@ -544,12 +545,12 @@ def test_each_seed_recording_s_perf_script_output_is_linked(tmp_path):
 
 
 def test_the_seed_chain_test_saves_what_the_report_links():
-    """conformance/test_seed_chain.py names its files with report.seed_perf_script_name, which the report's
-    glob finds."""
+    """conformance/test_seed_chain.py names its files with suite_results.seed_perf_script_name, which the
+    report's glob finds."""
     import fnmatch
     source = (report.PROJECT_ROOT / "conformance" / "test_seed_chain.py").read_text()
     assert "keep_perf_script(runner, cell, seed_perf_script_name(mode, activation))" in source
-    assert fnmatch.fnmatch(report.seed_perf_script_name("perf_jit", "sys_api"), report.SEED_RUN_SCRIPTS)
+    assert fnmatch.fnmatch(suite_results.seed_perf_script_name("perf_jit", "sys_api"), suite_results.SEED_RUN_SCRIPTS)
 
 
 def test_the_report_job_reads_the_plan_and_keeps_the_perf_script_files():

@@ -15,6 +15,7 @@ import subprocess
 
 import pytest
 
+from cpython_perf.check import suite_results
 from cpython_perf.report import report
 from cpython_perf.matrix import load_matrix
 
@@ -56,7 +57,7 @@ def many_cells(tmp_path):
         junit(tmp_path / cell / "junit.xml", "\n".join(cases))
         for mode in ("perf", "perf_jit"):
             for activation in ("xoption", "env", "sys_api"):
-                (tmp_path / cell / report.seed_perf_script_name(mode, activation)).write_text("x\n")
+                (tmp_path / cell / suite_results.seed_perf_script_name(mode, activation)).write_text("x\n")
     return report.write_report(tmp_path, MATRIX, renderer="Docker is not available for the tools image here")
 
 

@@ -1,1 +1,0 @@
-"""The build stage: a cell's Dockerfile rendered from docker/, its inputs digest, the base and cell images built with Docker (or pulled from a registry by that digest), the containers they run in, the tools image, the SBOM an image carries and the reproducibility check of a build."""

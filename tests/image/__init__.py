@@ -1,0 +1,1 @@
+"""Tests of cpython_perf.image: rendering, the inputs digest, base and cell images, registry, SBOM, reproducibility."""
