@@ -52,6 +52,7 @@ from pathlib import Path
 
 from .. import host
 from ..errors import DriverError, RuntimeFailure
+from ..source.patches import read_patch_output
 
 TARBALL_SUFFIXES = (".tar.xz", ".txz", ".tgz", ".tar.gz", ".tar.bz2", ".tbz2", ".tar")
 MAX_FUZZ = 2     # GNU patch's own default
@@ -153,44 +154,9 @@ def unpacked(path: Path):
 # --------------------------------------------------------------------------
 # patch(1), one patch at a time
 
-_HUNK_OK = re.compile(r"Hunk #(\d+) succeeded at (\d+)(?: with fuzz (\d+))?(?: \(offset (-?\d+) lines?\))?\.")
-_HUNK_FAILED = re.compile(r"Hunk #(\d+) FAILED at (\d+)")
-_FILE = re.compile(r"^(?:patching|checking) file '?(.+?)'?$")
-
-
 def _patch(tree: Path, patch: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["patch", "-p1", "--batch", "--no-backup-if-mismatch", "-r", "-", *args, "-i", str(patch)],
                           cwd=tree, capture_output=True, text=True)
-
-
-def parse_patch_output(output: str) -> tuple[int, list[str], list[str]]:
-    """(largest fuzz, offsets, failed hunks) from GNU patch's output."""
-    fuzz, offsets, failed = 0, [], []
-    current = "?"
-    for raw in output.splitlines():
-        line = raw.strip()
-        m = _FILE.match(line)
-        if m:
-            current = m.group(1)
-            continue
-        m = _HUNK_OK.search(line)
-        if m:
-            if m.group(3):
-                fuzz = max(fuzz, int(m.group(3)))
-            if m.group(4):
-                offsets.append(f"{current} #{m.group(1)} {int(m.group(4)):+d}")
-            continue
-        m = _HUNK_FAILED.search(line)
-        if m:
-            failed.append(f"{current} #{m.group(1)}")
-            continue
-        if "can't find file to patch" in line or "No file to patch" in line:
-            failed.append(f"{current}: no such file")
-        elif "which already exists" in line:
-            failed.append(f"{current}: already exists")
-        elif "Reversed (or previously applied) patch detected" in line:
-            failed.append(f"{current}: already has the change")
-    return fuzz, offsets, failed
 
 
 def split_hunks(text: str) -> list[tuple[str, str]]:
@@ -266,9 +232,9 @@ def check_one(tree: Path, number: int, name: str, patch: Path, max_fuzz: int = M
         scratch.write_text(unit)
         forward = _patch(tree, scratch, "--forward", "--dry-run", f"--fuzz={max_fuzz}")
         if forward.returncode == 0:
-            f, o, _ = parse_patch_output(forward.stdout + forward.stderr)
-            fuzz = max(fuzz, f)
-            offsets += [f"{label} {x.rsplit(' ', 1)[1]}" for x in o]
+            said = read_patch_output(forward.stdout + forward.stderr)
+            fuzz = max(fuzz, said.fuzz)
+            offsets += [f"{label} {x.rsplit(' ', 1)[1]}" for x in said.offsets]
             forward_units.append(unit)
             continue
         reverse = _patch(tree, scratch, "--reverse", "--forward", "--dry-run", f"--fuzz={max_fuzz}")

@@ -120,24 +120,55 @@ def apply_series(patches: list[Patch], tree: Path) -> None:
             raise PatchFailed(describe_patch_failure(patch, proc.stdout + proc.stderr))
 
 
-def describe_patch_failure(patch: Patch, output: str) -> str:
-    """Turn patch(1)'s output into 'patch X: file Y: hunk #N FAILED at L' lines."""
-    current = None
-    failures = []
-    for line in output.splitlines():
-        m = re.match(r"patching file '?([^']+?)'?$", line.strip())
+# GNU patch's report of what it did, one line per file and per hunk
+_PATCHED_FILE = re.compile(r"^(?:patching|checking) file '?(.+?)'?$")
+_HUNK_APPLIED = re.compile(r"Hunk #(\d+) succeeded at (\d+)(?: with fuzz (\d+))?(?: \(offset (-?\d+) lines?\))?\.")
+_HUNK_FAILED = re.compile(r"Hunk #(\d+) FAILED at (\d+)")
+
+
+@dataclass(frozen=True)
+class PatchOutput:
+    """What patch(1) said it did to each file (read_patch_output)."""
+
+    fuzz: int = 0                    # the largest fuzz a hunk needed
+    offsets: tuple[str, ...] = ()    # "FILE #N +K": hunk N applied K lines from where the patch puts it
+    failures: tuple[str, ...] = ()   # "FILE: hunk #N FAILED at line L", "FILE: no such file", ...
+
+
+def read_patch_output(output: str) -> PatchOutput:
+    """patch(1)'s output (stdout and stderr) read hunk by hunk."""
+    fuzz, offsets, failures = 0, [], []
+    current = "?"
+    for raw in output.splitlines():
+        line = raw.strip()
+        m = _PATCHED_FILE.match(line)
         if m:
             current = m.group(1)
             continue
-        m = re.match(r"Hunk #(\d+) FAILED at (\d+)", line.strip())
+        m = _HUNK_APPLIED.search(line)
         if m:
-            failures.append(f"  {current}: hunk #{m.group(1)} FAILED at line {m.group(2)}")
+            if m.group(3):
+                fuzz = max(fuzz, int(m.group(3)))
+            if m.group(4):
+                offsets.append(f"{current} #{m.group(1)} {int(m.group(4)):+d}")
             continue
-        if "can't find file to patch" in line or "No file to patch" in line:
-            failures.append(f"  {line.strip()}")
-        if "Reversed (or previously applied) patch detected" in line:
-            failures.append(f"  {current}: already applied (reversed or previously applied patch)")
-    detail = "\n".join(failures) or "\n".join("  " + l for l in output.strip().splitlines()[-8:])
+        m = _HUNK_FAILED.search(line)
+        if m:
+            failures.append(f"{current}: hunk #{m.group(1)} FAILED at line {m.group(2)}")
+        elif "can't find file to patch" in line or "No file to patch" in line:
+            failures.append(f"{current}: no such file")
+        elif "which already exists" in line:
+            failures.append(f"{current}: already exists")
+        elif "Reversed (or previously applied) patch detected" in line:
+            failures.append(f"{current}: already has the change (reversed or previously applied patch)")
+    return PatchOutput(fuzz, tuple(offsets), tuple(failures))
+
+
+def describe_patch_failure(patch: Patch, output: str) -> str:
+    """Turn patch(1)'s output into 'patch X: file Y: hunk #N FAILED at L' lines."""
+    failures = read_patch_output(output).failures
+    detail = "\n".join(f"  {failure}" for failure in failures) or "\n".join(
+        "  " + line for line in output.strip().splitlines()[-8:])
     return (
         f"patch {patch.name} does not apply ({patch.path}):\n{detail}\n"
         f"Refresh it against the pristine source (e.g. `quilt push -f {patch.name}`, fix the rejects, "

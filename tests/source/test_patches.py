@@ -181,3 +181,29 @@ def test_a_missing_patch_command_is_a_clear_error_not_a_traceback(tmp_path, monk
         apply_series([Patch("0001-x.patch", tmp_path / "0001-x.patch")], tmp_path)
     assert "missing on this machine: patch" in str(info.value)
     assert "apt-get install patch" in str(info.value)
+
+
+def test_patch_output_read_hunk_by_hunk():
+    """The one reader of GNU patch's report: fuzz, offsets and failures, each named by file and hunk (the
+    series check and the source check both use it)."""
+    output = "\n".join([
+        "patching file Python/sysmodule.c",
+        "Hunk #1 succeeded at 2716 (offset 13 lines).",
+        "Hunk #2 succeeded at 2790 with fuzz 2 (offset -4 lines).",
+        "Hunk #3 FAILED at 2801.",
+        "checking file 'Python/perf_trampoline.c'",
+        "Reversed (or previously applied) patch detected!  Assume -R? [n]",
+        "can't find file to patch at input line 5",
+        "The next patch would create the file Lib/new.py,",
+        "which already exists!  Assume -R? [n]",
+    ])
+    said = patches.read_patch_output(output)
+    assert said.fuzz == 2
+    assert said.offsets == ("Python/sysmodule.c #1 +13", "Python/sysmodule.c #2 -4")
+    assert said.failures == (
+        "Python/sysmodule.c: hunk #3 FAILED at line 2801",
+        "Python/perf_trampoline.c: already has the change (reversed or previously applied patch)",
+        "Python/perf_trampoline.c: no such file",
+        "Python/perf_trampoline.c: already exists",
+    )
+    assert patches.read_patch_output("patching file a.c\n") == patches.PatchOutput()
