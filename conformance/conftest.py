@@ -588,7 +588,7 @@ def target_runner(target, docker_client, tmp_path, tmp_path_factory, record_prop
     facts = facts_for(target, docker_client, tmp_path_factory)
     runner = CellRunner(docker_client, target.image, _workdir(tmp_path / target.name), facts.capability)
     runner.python = target.python
-    runner.perf = facts.perf.command or "perf"
+    runner.perf = perf_of(target, docker_client, tmp_path_factory)
     return with_host_event(runner, record_property)
 
 

@@ -23,6 +23,7 @@ import pytest
 from cpython_perf.run import containers
 from cpython_perf.check import external
 from cpython_perf.record import activate
+from cpython_perf.record.remote_request import NO_SERIES
 from cpython_perf.record.perf_samples import PERF_SCRIPT_FIELDS, chain_report, parse_perf_script, py_symbol
 
 from conftest import (MATRIX, SCRIPTS, assert_chain, cannot_run, image_of, not_applicable, perf_event_for, perf_of,
@@ -33,7 +34,6 @@ pytestmark = [pytest.mark.needs_perf, pytest.mark.also_external]
 PROGRAM = "/src/remote_targets.py"
 CHAIN = [py_symbol(f, PROGRAM) for f in ("baz", "bar", "foo")]
 TIMEOUT = 20.0
-NO_SERIES = "not built with the cpython-perf series"   # activate's answer on an interpreter without the series
 RECORD_SECONDS = 2
 
 

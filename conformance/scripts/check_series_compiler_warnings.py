@@ -21,7 +21,7 @@ import subprocess
 import sys
 import sysconfig
 
-from childcheck import finish
+from childcheck import finish, sanitizer_build
 
 CANNOT_CHECK = 2
 DISTRIBUTION_FLAGS = ["-O2", "-D_FORTIFY_SOURCE=2", "-Wall"]
@@ -48,8 +48,7 @@ def main():
     if not os.path.isfile(os.path.join(tree, "pyconfig.h")):
         print(f"cannot check: no configured build tree at {tree or '(abs_srcdir unset)'} (an installed interpreter)")
         return CANNOT_CHECK
-    configured = " ".join(str(sysconfig.get_config_var(name) or "") for name in ("CONFIG_ARGS", "PY_CORE_CFLAGS"))
-    if "-fsanitize" in configured or "--with-address-sanitizer" in configured:
+    if sanitizer_build():
         print("cannot check: a sanitizer build (its instrumentation makes GCC warn in CPython's own headers)")
         return CANNOT_CHECK
     compiler = shlex.split(sysconfig.get_config_var("CC") or "cc")

@@ -33,7 +33,7 @@ import subprocess
 import sys
 import sysconfig
 
-from childcheck import finish
+from childcheck import finish, sanitizer_build
 
 CANNOT_CHECK = 2
 SERIES = hasattr(sys, "_stack_trampoline_backend")   # the project's series, in every version it patches
@@ -80,10 +80,9 @@ def disassemble(binary, function):
 
 def unoptimised_build():
     """Why the compiler's output is not what a release build runs (None for an optimised, plain build)."""
-    flags = " ".join(str(sysconfig.get_config_var(name) or "") for name in ("OPT", "CFLAGS", "PY_CFLAGS_NODIST",
-                                                                            "CONFIG_ARGS"))
-    if "-fsanitize" in flags or "--with-address-sanitizer" in flags or "--with-thread-sanitizer" in flags:
+    if sanitizer_build():
         return "it is instrumented by a sanitizer"
+    flags = " ".join(str(sysconfig.get_config_var(name) or "") for name in ("OPT", "CFLAGS", "PY_CFLAGS_NODIST"))
     if sysconfig.get_config_var("Py_DEBUG"):
         return "it is a debug build (--with-pydebug)"
     levels = re.findall(r"(?<!\S)-O([0-9sgz]?)(?!\S)", flags)

@@ -260,6 +260,14 @@ def frame_pointer_recording_unavailable():
     return None
 
 
+def sanitizer_build():
+    """Whether the interpreter is built under a sanitizer (--with-address-sanitizer and its siblings, or
+    -fsanitize= in its flags): its compiled code is instrumented, so it is not what a release build runs."""
+    flags = " ".join(str(sysconfig.get_config_var(name) or "")
+                     for name in ("CONFIG_ARGS", "OPT", "CFLAGS", "PY_CFLAGS_NODIST", "PY_CORE_CFLAGS"))
+    return "-fsanitize" in flags or "-sanitizer" in flags
+
+
 def built_with_frame_pointers(cflags):
     """Whether C code compiled with these flags keeps frame pointers: the last of -f(no-)omit-frame-pointer
     says so; without either, GCC keeps them at -O0 only (the last -O option counts)."""

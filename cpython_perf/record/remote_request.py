@@ -34,6 +34,7 @@ MAGIC = b"cpython-perf rq\0"
 # char message[240]
 LAYOUT = struct.Struct("=16sIiQQii240s")
 DONE, FAILED = 0, 1
+NO_SERIES = "not built with the cpython-perf series"   # the answer where the interpreter has no request
 DONE_EXIT, FAILED_EXIT, CANNOT_ASK, PENDING_EXIT = 0, 1, 2, 3
 
 
@@ -64,8 +65,8 @@ def parse_gdb(output: str) -> tuple[int, int]:
 
 def why_gdb_failed(output: str, pid: int) -> str:
     if re.search(r"No symbol \"?_PyPerf_Remote", output):
-        return (f"process {pid} has no _PyPerf_RemoteRequest: its interpreter is not built with the cpython-perf "
-                "series (3.14 and later: sys.remote_exec() can run sys.activate_stack_trampoline() in it)")
+        return (f"process {pid} has no _PyPerf_RemoteRequest: its interpreter is {NO_SERIES} "
+                "(3.14 and later: sys.remote_exec() can run sys.activate_stack_trampoline() in it)")
     if "ptrace: Operation not permitted" in output or "Could not attach" in output:
         return (f"gdb may not attach to process {pid} (ptrace): run as root or as the process's user, with "
                 "kernel.yama.ptrace_scope 0 or 1 and CAP_SYS_PTRACE (docker run --cap-add SYS_PTRACE); a process "
