@@ -1,5 +1,5 @@
-"""The report stage's subcommand of `python -m cpython_perf`: report."""
+"""The report stage's subcommands of `python -m cpython_perf`: report, docs (the variant tables)."""
 
-from . import report
+from . import report, variant_tables
 
-COMMANDS = (report.COMMAND,)
+COMMANDS = (report.COMMAND, variant_tables.COMMAND)
