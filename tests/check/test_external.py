@@ -15,7 +15,7 @@ from cpython_perf.report import external_targets, html_page, junit_results, mark
 from cpython_perf.check.external import Evidence, ExternalTarget, PerfFacts, TargetFacts
 from cpython_perf.matrix import load_matrix
 
-from tests.report.test_report import case, junit
+from tests.report.junit_files import case, junit
 
 STOCK_311 = {
     "version": [3, 11, 2], "sys_api": False,

@@ -19,7 +19,7 @@ from cpython_perf.check import suite_results
 from cpython_perf.report import pipeline
 from cpython_perf.matrix import load_matrix
 
-from tests.report.test_report import case, junit
+from tests.report.junit_files import case, junit
 
 MATRIX = load_matrix()
 WIDTH = 1400
