@@ -612,7 +612,7 @@ def external_target(client, image: str, python: str, run) -> Target:
 def svg_stacks(svg_text: str) -> list[tuple[str, ...]]:
     """Every frame of an inferno flame graph as its stack, root first: the frames below it (greater y)
     whose span of samples holds its span, then itself."""
-    from .report.report import svg_frames
+    from .report.flamegraph_svg import svg_frames
 
     frames = svg_frames(svg_text)
     stacks = []

@@ -20,7 +20,7 @@ from cpython_perf.ci import budget, buildbot_config, buildbot_local
 from cpython_perf.errors import DriverError, RuntimeFailure
 from cpython_perf.matrix import PROJECT_ROOT
 from cpython_perf.record import clean_tmp
-from cpython_perf.report import report
+from cpython_perf.report import commands as report_commands
 
 NAMES = [c.name for c in cli.COMMANDS]
 
@@ -38,7 +38,7 @@ PARSED = {
 
 # module run on its own -> (its command, what its arguments are under `python -m cpython_perf`)
 MODULE_FORMS = {
-    "cpython_perf.report": (report, ["report"]),
+    "cpython_perf.report": (report_commands, ["report"]),
     "cpython_perf.bench": (bench_command, ["bench"]),
     "cpython_perf.check.external": (external, ["external"]),
     "cpython_perf.ci.buildbot_local": (buildbot_local, ["buildbot-local"]),

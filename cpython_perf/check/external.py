@@ -31,8 +31,8 @@ with the diagnosis (never passed), and one that works with -X passes, the
 activations that did not work (and why) kept as its caveat.  The check
 scripts (conformance/scripts/check_*.py) run with the target's python too:
 those needing a claimed mode always, the others where the interpreter offers
-the backends they need.  The report (cpython_perf.report.report) shows one row per
-(image, python, mode) under "External interpreters".
+the backends they need.  The report (cpython_perf.report.external_targets)
+shows one row per (image, python, mode) under "External interpreters".
 
 `python -m cpython_perf external image --suite trixie --package python3.13`
 bootstraps a stock Debian image (that suite's interpreter and linux-perf) the

@@ -1,6 +1,6 @@
 """What the conformance suite leaves for the report: the JUnit property of a skip that matrix.yaml explains, and
 the names of the `perf script` files it keeps under results/<cell>/.  The suite (conformance/) writes them, the
-report (cpython_perf.report.report) reads them; both take them from here."""
+report (cpython_perf.report) reads them; both take them from here."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 import sys
 
-from .report import main
+from .commands import main
 
 sys.exit(main())

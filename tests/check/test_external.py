@@ -11,11 +11,11 @@ import textwrap
 import pytest
 
 from cpython_perf.check import external
-from cpython_perf.report import report
+from cpython_perf.report import external_targets, html_page, junit_results, markdown_page, model
 from cpython_perf.check.external import Evidence, ExternalTarget, PerfFacts, TargetFacts
 from cpython_perf.matrix import load_matrix
 
-from tests.report.test_report import case, junit
+from tests.report.junit_files import case, junit
 
 STOCK_311 = {
     "version": [3, 11, 2], "sys_api": False,
@@ -265,26 +265,26 @@ def test_report_external_section(tmp_path):
     junit(tmp_path / "external-deb" / "junit.xml", case(
         "test_perf_mode[deb-bookworm-usr-bin-python3.11-perf_jit]", cls=cls, body=FAIL_EXPECTED,
         props=ext_props("deb:bookworm", "/usr/bin/python3.11", "perf_jit", expected="True")))
-    built = report.build_report(load_matrix(), report.latest_results(tmp_path))
+    built = model.build_report(load_matrix(), junit_results.latest_results(tmp_path))
     assert not built.unbound and all(not cells for cells in built.grid.values())
-    rows = report.external_rows(built)
+    rows = external_targets.external_rows(built)
     assert [(r.image, r.mode, r.outcome) for r in rows] == [
         ("deb:bookworm", "perf_jit", "does not work (expected: FAIL)"),
         ("stock:trixie", "perf", "does not work"),
         ("stock:trixie", "perf_jit", "works (caveat)"),
     ]
     assert rows[0].reason == "no trampoline"   # from the failure message, its prefix cut
-    md = report.render_markdown(built)
+    md = markdown_page.render_markdown(built)
     assert "## External interpreters" in md
     assert ("| stock:trixie | /usr/bin/python3.13 | 3.13.5 | 6.12.95 | perf | does not work | "
             "no frame pointers in this build, use perf_jit | 12.5 |") in md
     assert "- stock:trixie /usr/bin/python3.13: 1 pass, 1 FAIL (failed: check_fix_perf_jit_sys_api)" in md
-    page = report.render_html(built)
+    page = html_page.render_html(built)
     assert "<h2>External interpreters</h2>" in page and "works (caveat)" in page
 
 
 def test_report_without_external_results_has_no_section(tmp_path):
     junit(tmp_path / "3.13-fp" / "junit.xml", case("test_seed_chain[3.13-fp-perf-xoption]"))
-    built = report.build_report(load_matrix(), report.latest_results(tmp_path))
-    assert "External interpreters" not in report.render_markdown(built)
-    assert "External interpreters" not in report.render_html(built)
+    built = model.build_report(load_matrix(), junit_results.latest_results(tmp_path))
+    assert "External interpreters" not in markdown_page.render_markdown(built)
+    assert "External interpreters" not in html_page.render_html(built)

@@ -393,14 +393,15 @@ def test_reporter_and_janitor_settings(tmp_path):
 
 
 def test_the_report_says_which_cells_were_not_run_and_why(tmp_path):
-    from cpython_perf.report import report
+    from cpython_perf.report.html_page import with_skipped_html
+    from cpython_perf.report.markdown_page import skipped_markdown
 
     (tmp_path / "skipped.json").write_text(json.dumps({"3.13-fp-aarch64": "no connected worker (arm-1)"}))
-    md = report.skipped_markdown(tmp_path)
+    md = skipped_markdown(tmp_path)
     assert "## Not run" in md and "| 3.13-fp-aarch64 | not run: no connected worker (arm-1) |" in md
-    page = report.with_skipped_html("<html><body><h1>x</h1></body></html>", tmp_path)
+    page = with_skipped_html("<html><body><h1>x</h1></body></html>", tmp_path)
     assert page.endswith("</table></body></html>") and "not run: no connected worker (arm-1)" in page
-    assert report.skipped_markdown(tmp_path / "none") == "" and report.with_skipped_html("<p/>", tmp_path / "n") == "<p/>"
+    assert skipped_markdown(tmp_path / "none") == "" and with_skipped_html("<p/>", tmp_path / "n") == "<p/>"
 
 
 def test_checkconfig_with_reporters(buildbot_venv, tmp_path):

@@ -464,7 +464,7 @@ def test_a_documentation_only_change_runs_no_cell_and_all_green_still_passes():
     assert '"skipped"' not in script, "a skipped job must not fail all-green"
     # a label still asks for its cells; code changes and unknown changes select the smoke cells
     assert ci_plan.build_plan(MATRIX, "pull_request", labels="cell:3.9-fp", changed=docs)["selection"]["cells"] == ["3.9-fp"]
-    assert ci_plan.build_plan(MATRIX, "pull_request", changed=["docs/ci.md", "cpython_perf/report/report.py"])["selection"]["cells"]
+    assert ci_plan.build_plan(MATRIX, "pull_request", changed=["docs/ci.md", "cpython_perf/report/model.py"])["selection"]["cells"]
     assert set(ci_plan.build_plan(MATRIX, "pull_request", changed=None)["selection"]["cells"]) == set(MATRIX.smoke_cells)
     assert ci_plan.build_plan(MATRIX, "schedule", changed=docs)["selection"]["cells"] == list(MATRIX.cells)
 

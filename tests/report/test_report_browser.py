@@ -16,10 +16,10 @@ import subprocess
 import pytest
 
 from cpython_perf.check import suite_results
-from cpython_perf.report import report
+from cpython_perf.report import pipeline
 from cpython_perf.matrix import load_matrix
 
-from tests.report.test_report import case, junit
+from tests.report.junit_files import case, junit
 
 MATRIX = load_matrix()
 WIDTH = 1400
@@ -58,7 +58,7 @@ def many_cells(tmp_path):
         for mode in ("perf", "perf_jit"):
             for activation in ("xoption", "env", "sys_api"):
                 (tmp_path / cell / suite_results.seed_perf_script_name(mode, activation)).write_text("x\n")
-    return report.write_report(tmp_path, MATRIX, renderer="Docker is not available for the tools image here")
+    return pipeline.write_report(tmp_path, MATRIX, renderer="Docker is not available for the tools image here")
 
 
 def measure(chromium: str, page) -> dict:
