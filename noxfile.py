@@ -166,7 +166,7 @@ def conformance_image(session):
 def profile(session):
     """Your own program under real perf in a cell's image, from the directory nox was started in:
     nox -s profile -- 3.13-fp [--mode perf_jit] [--requirements FILE] -- script.py ARGS
-    (perf.data, perf script text and a flame graph in ./perf-profile/; cpython_perf/profile.py)."""
+    (perf.data, perf script text and a flame graph in ./perf-profile/; cpython_perf/profile/)."""
     _install(session)
     session.chdir(session.invoked_from)   # nox runs sessions in the noxfile's directory; the program is here
     session.run("python", "-m", "cpython_perf", "profile", *session.posargs)

@@ -14,13 +14,14 @@ import argparse
 import json
 import sys
 
-from . import doctor, profile, progress, subcommands
+from . import doctor, progress, subcommands
 from .bench import command as bench
 from .check import commands as check
 from .ci import commands as ci
 from .distro import commands as distro
 from .image import commands as image
 from .matrix import load_matrix
+from .profile import commands as profile
 from .record import commands as record
 from .report import commands as report
 from .source import commands as source
@@ -38,7 +39,7 @@ def _cells(args) -> None:
 CELLS = subcommands.Command("cells", "list the cells of the matrix as JSON lines", subcommands.no_arguments, _cells)
 
 COMMANDS = (doctor.COMMAND, CELLS, *source.COMMANDS, *image.COMMANDS, *record.COMMANDS, *check.COMMANDS,
-            *report.COMMANDS, profile.COMMAND, *distro.COMMANDS, *ci.COMMANDS, *bench.COMMANDS)
+            *report.COMMANDS, *profile.COMMANDS, *distro.COMMANDS, *ci.COMMANDS, *bench.COMMANDS)
 
 
 def parser() -> argparse.ArgumentParser:

@@ -1,4 +1,4 @@
-"""`python -m cpython_perf profile`: your own program under real perf (cpython_perf/profile.py).
+"""`python -m cpython_perf profile`: your own program under real perf (cpython_perf/profile/).
 
 Unit tests (no Docker): the command line and its usage errors, the mode chosen for each kind of cell,
 the perf command lines of each mode, the hand-over of the outputs, the pip settings passed into the
@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from cpython_perf import cli, profile
+from cpython_perf import cli
+from cpython_perf.profile import commands, requirements, results, session, steps, target
 from cpython_perf.errors import DriverError
 from cpython_perf.check.external import ExternalTarget, TargetFacts, PerfFacts
 from cpython_perf.matrix import PROJECT_ROOT, load_matrix
@@ -35,8 +36,8 @@ def parse(argv: list[str]):
     """(args, program) as cli.main parses a profile command line."""
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command")
-    profile.add_arguments(sub.add_parser("profile"))
-    argv, program = profile.split_program(argv)
+    commands.add_arguments(sub.add_parser("profile"))
+    argv, program = commands.split_program(argv)
     return parser.parse_args(argv), program
 
 
@@ -56,13 +57,13 @@ def test_program_is_everything_after_the_first_double_dash():
 
 
 def test_no_double_dash_means_no_program_and_other_commands_are_untouched():
-    assert profile.split_program(["profile", "3.13-fp"]) == (["profile", "3.13-fp"], None)
-    assert profile.split_program(["cells"]) == (["cells"], None)
+    assert commands.split_program(["profile", "3.13-fp"]) == (["profile", "3.13-fp"], None)
+    assert commands.split_program(["cells"]) == (["cells"], None)
 
 
 def test_defaults():
     args, program = parse(["profile", "3.13-fp", "--", "x.py"])
-    assert (args.mode, args.requirements, args.out, args.frequency) == (None, None, profile.DEFAULT_OUT, 999)
+    assert (args.mode, args.requirements, args.out, args.frequency) == (None, None, commands.DEFAULT_OUT, 999)
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -97,7 +98,7 @@ def test_an_unknown_mode_is_refused_by_the_parser(capsys):
 
 
 def test_a_run_time_failure_exits_1():
-    assert profile.ProfileFailed("x").exit_code == 1 and DriverError("x").exit_code == 2
+    assert target.ProfileFailed("x").exit_code == 1 and DriverError("x").exit_code == 2
 
 
 def test_an_engine_error_is_a_one_line_run_time_failure(monkeypatch):
@@ -106,9 +107,9 @@ def test_an_engine_error_is_a_one_line_run_time_failure(monkeypatch):
     def refuse(*args, **kwargs):
         raise docker.errors.APIError("500 Server Error: cannot mount\nvolume")
 
-    monkeypatch.setattr(profile, "run", refuse)
-    with pytest.raises(profile.ProfileFailed, match=r"^the Docker engine refused: 500 Server Error: cannot mount volume$"):
-        profile.main(MATRIX, None, ["x.py"])
+    monkeypatch.setattr(commands, "run", refuse)
+    with pytest.raises(target.ProfileFailed, match=r"^the Docker engine refused: 500 Server Error: cannot mount volume$"):
+        commands.main(MATRIX, None, ["x.py"])
 
 
 # --------------------------------------------------------------------------
@@ -119,28 +120,28 @@ def test_an_engine_error_is_a_one_line_run_time_failure(monkeypatch):
                                         ("3.13-release", "perf_jit"), ("3.11-release", "perf_jit"),
                                         ("3.13-O0", "perf"), ("3.13-ft", "perf"), ("3.13-distro", "perf")])
 def test_default_mode_is_perf_where_claimed_else_perf_jit(cell, mode):
-    assert profile.choose_mode(profile.cell_target(MATRIX, cell), None) == mode
+    assert target.choose_mode(target.cell_target(MATRIX, cell), None) == mode
 
 
 def test_a_claimed_mode_is_taken():
-    assert profile.choose_mode(profile.cell_target(MATRIX, "3.13-ft"), "perf_jit") == "perf_jit"
+    assert target.choose_mode(target.cell_target(MATRIX, "3.13-ft"), "perf_jit") == "perf_jit"
 
 
-def _external(cflags: str, offered=("perf", "perf_jit")) -> profile.Target:
+def _external(cflags: str, offered=("perf", "perf_jit")) -> target.Target:
     facts = TargetFacts({"config": {"CFLAGS": cflags}, "version": [3, 13, 5]}, PerfFacts("perf"))
-    return profile.Target("img py", "img", "/usr/bin/python3", "perf", tuple(offered),
-                          ExternalTarget("img", "/usr/bin/python3"), facts=facts)
+    return target.Target("img py", "img", "/usr/bin/python3", "perf", tuple(offered),
+                         ExternalTarget("img", "/usr/bin/python3"), facts=facts)
 
 
 def test_an_external_interpreter_defaults_by_its_frame_pointers():
-    assert profile.default_mode(_external("-O2 -fno-omit-frame-pointer")) == "perf"
-    assert profile.default_mode(_external("-O2")) == "perf_jit"
-    assert profile.default_mode(_external("-O2", offered=("perf",))) == "perf"
+    assert target.default_mode(_external("-O2 -fno-omit-frame-pointer")) == "perf"
+    assert target.default_mode(_external("-O2")) == "perf_jit"
+    assert target.default_mode(_external("-O2", offered=("perf",))) == "perf"
 
 
 def test_an_external_interpreter_refuses_a_backend_it_does_not_offer():
     with pytest.raises(DriverError, match=r"it offers perf \(valid: --mode perf\)"):
-        profile.choose_mode(_external("", offered=("perf",)), "perf_jit")
+        target.choose_mode(_external("", offered=("perf",)), "perf_jit")
 
 
 # --------------------------------------------------------------------------
@@ -150,40 +151,40 @@ def test_an_external_interpreter_refuses_a_backend_it_does_not_offer():
 def test_a_script_in_the_current_directory_runs_from_src(tmp_path):
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "s.py").write_text("")
-    assert profile.program_argv(["pkg/s.py", "a", "-b"], tmp_path) == ["/src/pkg/s.py", "a", "-b"]
-    assert profile.program_argv([str(tmp_path / "pkg" / "s.py")], tmp_path) == ["/src/pkg/s.py"]
-    assert profile.program_argv(["-m", "mod", "x"], tmp_path) == ["-m", "mod", "x"]
-    assert profile.program_argv(["/usr/lib/x.py"], tmp_path) == ["/usr/lib/x.py"]   # a path in the image
+    assert steps.program_argv(["pkg/s.py", "a", "-b"], tmp_path) == ["/src/pkg/s.py", "a", "-b"]
+    assert steps.program_argv([str(tmp_path / "pkg" / "s.py")], tmp_path) == ["/src/pkg/s.py"]
+    assert steps.program_argv(["-m", "mod", "x"], tmp_path) == ["-m", "mod", "x"]
+    assert steps.program_argv(["/usr/lib/x.py"], tmp_path) == ["/usr/lib/x.py"]   # a path in the image
 
 
 def test_a_script_outside_the_current_directory_is_refused(tmp_path):
     (tmp_path / "here").mkdir()
     (tmp_path / "s.py").write_text("")
     with pytest.raises(DriverError, match="outside the current directory"):
-        profile.program_argv([str(tmp_path / "s.py")], tmp_path / "here")
+        steps.program_argv([str(tmp_path / "s.py")], tmp_path / "here")
 
 
 def _steps(cell: str, mode: str, python="python3", frequency=999, ring="4096K"):
-    return profile.profile_steps(profile.cell_target(MATRIX, cell), mode, python, ["/src/s.py", "arg"], frequency,
-                                 ring_buffer=ring)
+    return steps.profile_steps(target.cell_target(MATRIX, cell), mode, python, ["/src/s.py", "arg"], frequency,
+                               ring_buffer=ring)
 
 
 def test_perf_mode_records_frame_pointer_call_graphs():
-    steps = _steps("3.13-fp", "perf")
-    assert [s.name for s in steps] == ["record", "script", "report"]
-    assert steps[0].argv == ["perf", "record", "-F", "999", "-g", "-o", "/out/perf.data", "--",
-                             "python3", "-X", "perf", "/src/s.py", "arg"]
-    assert "dwarf" not in steps[0].display
-    assert steps[1].display == ("perf script -F comm,pid,tid,time,event,ip,sym,dso -i /out/perf.data "
-                                "> /out/perf.script.txt")
-    assert steps[0].stream and steps[1].required and not steps[2].required
+    made = _steps("3.13-fp", "perf")
+    assert [s.name for s in made] == ["record", "script", "report"]
+    assert made[0].argv == ["perf", "record", "-F", "999", "-g", "-o", "/out/perf.data", "--",
+                            "python3", "-X", "perf", "/src/s.py", "arg"]
+    assert "dwarf" not in made[0].display
+    assert made[1].display == ("perf script -F comm,pid,tid,time,event,ip,sym,dso -i /out/perf.data "
+                               "> /out/perf.script.txt")
+    assert made[0].stream and made[1].required and not made[2].required
 
 
 def test_perf_jit_records_dwarf_and_injects():
-    steps = _steps("3.13-release", "perf_jit", python=f"{profile.VENV}/bin/python", frequency=9999)
-    record, inject, script, report = steps
+    made = _steps("3.13-release", "perf_jit", python=f"{requirements.VENV}/bin/python", frequency=9999)
+    record, inject, script, report = made
     assert record.argv == ["perf", "record", "-F", "9999", "-g", "-k", "1", "--call-graph", "dwarf", "-m", "4096K",
-                           "-o", "/out/perf.data", "--", f"{profile.VENV}/bin/python", "-X", "perf_jit",
+                           "-o", "/out/perf.data", "--", f"{requirements.VENV}/bin/python", "-X", "perf_jit",
                            "/src/s.py", "arg"]
     assert inject.argv == ["perf", "inject", "-i", "/out/perf.data", "--jit", "-o", "/out/perf.jit.data"]
     assert "-i /out/perf.jit.data" in script.display and "-i /out/perf.jit.data" in report.display
@@ -194,23 +195,23 @@ def test_the_cells_dwarf_dump_size_is_kept():
 
 
 def test_the_ring_buffer_is_sized_in_the_container():
-    options = profile.record_options(profile.cell_target(MATRIX, "3.13-release"), "perf_jit", 999)
-    assert profile.RING_BUFFER_PLACEHOLDER in options
-    assert "dwarf_mmap" in profile.ring_buffer_step().argv[-1]
+    options = steps.record_options(target.cell_target(MATRIX, "3.13-release"), "perf_jit", 999)
+    assert steps.RING_BUFFER_PLACEHOLDER in options
+    assert "dwarf_mmap" in steps.ring_buffer_step().argv[-1]
 
 
 def test_outputs_go_to_the_invoking_user():
-    assert profile.ownership_command(0, 0) == f"rm -f {profile.START_MARKER}; chown -R 0:0 /out"
-    line = profile.ownership_command(1000, 100)
+    assert steps.ownership_command(0, 0) == f"rm -f {steps.START_MARKER}; chown -R 0:0 /out"
+    line = steps.ownership_command(1000, 100)
     assert line.endswith("chown -R 1000:100 /out")
     # what became root's during the run, less what was root's before it (listed in the marker)
-    assert f"find /src -xdev -user 0 -newer {profile.START_MARKER} | grep -vxF -f {profile.START_MARKER} |" in line
-    assert profile.marker_command(1000) == f"find /src -xdev -user 0 > {profile.START_MARKER}"
-    assert profile.marker_command(0) == f"touch {profile.START_MARKER}"
+    assert f"find /src -xdev -user 0 -newer {steps.START_MARKER} | grep -vxF -f {steps.START_MARKER} |" in line
+    assert steps.marker_command(1000) == f"find /src -xdev -user 0 > {steps.START_MARKER}"
+    assert steps.marker_command(0) == f"touch {steps.START_MARKER}"
 
 
 def test_docker_run_line_is_a_command_a_user_can_paste():
-    line = profile.docker_run_line("cpython-perf:3.13-fp", {Path("/h/my dir"): ("/src", "rw"),
+    line = session.docker_run_line("cpython-perf:3.13-fp", {Path("/h/my dir"): ("/src", "rw"),
                                                             Path("/h/c.pem"): ("/c.pem", "ro")},
                                    ["SYS_ADMIN"], {"A": "b c"}, "/src", ["sleep", "infinity"])
     assert line == ("docker run --rm --cap-add SYS_ADMIN -v '/h/my dir:/src' -v /h/c.pem:/c.pem:ro -e 'A=b c' "
@@ -224,7 +225,7 @@ def test_prepare_out_removes_only_its_own_outputs(tmp_path):
     (out / "notes.txt").write_text("mine")
     (out / "tmp").mkdir()
     (out / "tmp" / "perf-1.map").write_text("old")
-    profile.prepare_out(out)
+    results.prepare_out(out)
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt", "tmp"]
     assert not list((out / "tmp").iterdir()) and (out / "tmp").stat().st_mode & 0o1777 == 0o1777
 
@@ -237,13 +238,13 @@ def test_host_pip_settings_layer_files_then_environment(tmp_path):
     first, second = tmp_path / "a.conf", tmp_path / "b.conf"
     first.write_text("[global]\nindex-url = https://mirror.invalid/simple\ncert = /x.pem\nuser = yes\n")
     second.write_text("[install]\nextra-index-url =\n    file:///srv/idx/simple\n    https://other.invalid/s\n")
-    settings = profile.host_pip_settings({"PIP_CERT": "/y.pem", "PIP_TIMEOUT": "60"}, [first, second])
+    settings = requirements.host_pip_settings({"PIP_CERT": "/y.pem", "PIP_TIMEOUT": "60"}, [first, second])
     assert settings == {"index-url": "https://mirror.invalid/simple", "cert": "/y.pem",
                         "extra-index-url": "file:///srv/idx/simple https://other.invalid/s", "timeout": "60"}
 
 
 def test_pip_config_files_in_pips_order(tmp_path):
-    files = profile.pip_config_files({"XDG_CONFIG_DIRS": "/a:/b", "PIP_CONFIG_FILE": "/c.conf"}, tmp_path)
+    files = requirements.pip_config_files({"XDG_CONFIG_DIRS": "/a:/b", "PIP_CONFIG_FILE": "/c.conf"}, tmp_path)
     assert files == [Path("/b/pip/pip.conf"), Path("/a/pip/pip.conf"), Path("/etc/pip.conf"),
                      tmp_path / ".pip/pip.conf", tmp_path / ".config/pip/pip.conf", Path("/c.conf")]
 
@@ -256,49 +257,49 @@ def test_pip_passthrough_mounts_local_indexes_and_the_ca_bundle(tmp_path):
     settings = {"index-url": "https://mirror.invalid/simple",
                 "extra-index-url": f"file://{tmp_path}/idx/simple file:///nowhere/simple",
                 "find-links": str(tmp_path / "wheels"), "cert": str(cert), "trusted-host": "mirror.invalid"}
-    got = profile.pip_passthrough(settings, {"HTTPS_PROXY": "http://proxy.invalid:3128", "HOME": "/root"})
+    got = requirements.pip_passthrough(settings, {"HTTPS_PROXY": "http://proxy.invalid:3128", "HOME": "/root"})
     assert got.env == {"PIP_INDEX_URL": "https://mirror.invalid/simple",
                        "PIP_EXTRA_INDEX_URL": f"file://{tmp_path}/idx/simple",
-                       "PIP_FIND_LINKS": str(tmp_path / "wheels"), "PIP_CERT": profile.PIP_CERT_IN_CONTAINER,
+                       "PIP_FIND_LINKS": str(tmp_path / "wheels"), "PIP_CERT": requirements.PIP_CERT_IN_CONTAINER,
                        "PIP_TRUSTED_HOST": "mirror.invalid", "HTTPS_PROXY": "http://proxy.invalid:3128"}
     # a file:// simple index links its files by ../../files/...: its parent is mounted
     assert got.mounts == {tmp_path / "idx": str(tmp_path / "idx"), tmp_path / "wheels": str(tmp_path / "wheels"),
-                          cert: profile.PIP_CERT_IN_CONTAINER}
+                          cert: requirements.PIP_CERT_IN_CONTAINER}
     assert any("/nowhere" in n and "does not exist" in n for n in got.notes)
 
 
 def test_pip_passthrough_never_hides_the_images_own_directories():
-    got = profile.pip_passthrough({"find-links": "/usr", "constraint": "/"})
+    got = requirements.pip_passthrough({"find-links": "/usr", "constraint": "/"})
     assert not got.mounts and not got.env
     assert all("would hide" in n for n in got.notes) and len(got.notes) == 2
 
 
 def test_pip_failure_hints():
-    assert "could not be reached" in profile.pip_failure_hint("... NewConnectionError(...) Max retries exceeded")
-    assert "not on the configured package index" in profile.pip_failure_hint(
+    assert "could not be reached" in requirements.pip_failure_hint("... NewConnectionError(...) Max retries exceeded")
+    assert "not on the configured package index" in requirements.pip_failure_hint(
         "ERROR: No matching distribution found for nosuch")
-    assert profile.pip_failure_hint("ERROR: something else") == ""
+    assert requirements.pip_failure_hint("ERROR: something else") == ""
 
 
 def test_requirements_image_tag_follows_image_python_and_contents():
-    tag = profile.requirements_tag("3.13-fp", "sha256:aa", "python3", b"toolz==1.1.0\n")
+    tag = requirements.requirements_tag("3.13-fp", "sha256:aa", "python3", b"toolz==1.1.0\n")
     assert re.fullmatch(r"cpython-perf-profile:3\.13-fp-[0-9a-f]{12}", tag)
-    assert tag == profile.requirements_tag("3.13-fp", "sha256:aa", "python3", b"toolz==1.1.0\n")
-    others = {profile.requirements_tag("3.13-fp", "sha256:bb", "python3", b"toolz==1.1.0\n"),
-              profile.requirements_tag("3.13-fp", "sha256:aa", "/x/python", b"toolz==1.1.0\n"),
-              profile.requirements_tag("3.13-fp", "sha256:aa", "python3", b"toolz\n")}
+    assert tag == requirements.requirements_tag("3.13-fp", "sha256:aa", "python3", b"toolz==1.1.0\n")
+    others = {requirements.requirements_tag("3.13-fp", "sha256:bb", "python3", b"toolz==1.1.0\n"),
+              requirements.requirements_tag("3.13-fp", "sha256:aa", "/x/python", b"toolz==1.1.0\n"),
+              requirements.requirements_tag("3.13-fp", "sha256:aa", "python3", b"toolz\n")}
     assert tag not in others and len(others) == 3
     assert re.fullmatch(r"cpython-perf-profile:my-img-1-usr-bin-python3-[0-9a-f]{12}",
-                        profile.requirements_tag("My/Img:1 /usr/bin/python3", "i", "p", b""))
+                        requirements.requirements_tag("My/Img:1 /usr/bin/python3", "i", "p", b""))
 
 
 def test_the_derived_image_is_the_image_plus_the_venv():
-    text = profile.requirements_dockerfile("sha256:abc", "requirements.txt")
-    assert text.splitlines() == ["FROM sha256:abc", f"ADD {profile.VENV_TAR} /opt/",
+    text = requirements.requirements_dockerfile("sha256:abc", "requirements.txt")
+    assert text.splitlines() == ["FROM sha256:abc", f"ADD {requirements.VENV_TAR} /opt/",
                                  'LABEL cpython-perf.profile.base="sha256:abc" '
                                  'cpython-perf.profile.requirements="requirements.txt"']
-    assert [s.argv[:4] for s in profile.venv_steps("python3", "req.txt")] == [
-        ["python3", "-m", "venv", profile.VENV], [f"{profile.VENV}/bin/python", "-m", "pip", "install"]]
+    assert [s.argv[:4] for s in requirements.venv_steps("python3", "req.txt")] == [
+        ["python3", "-m", "venv", requirements.VENV], [f"{requirements.VENV}/bin/python", "-m", "pip", "install"]]
 
 
 # --------------------------------------------------------------------------
@@ -320,20 +321,20 @@ MOD, BAZ, BAR, FOO = (f"py::{f}:/src/script.py" for f in ("<module>", "baz", "ba
 def test_svg_stacks_are_root_first():
     svg = _svg(("all", 100, 0, 10), (MOD, 84, 0, 10), ("_PyEval_EvalFrameDefault", 68, 0, 10), (BAZ, 52, 0, 8),
                (BAR, 36, 0, 8), (FOO, 20, 1, 6), ("other", 52, 8, 2))
-    stacks = profile.svg_stacks(svg)
+    stacks = results.svg_stacks(svg)
     assert ("all", MOD, "_PyEval_EvalFrameDefault", BAZ, BAR, FOO) in stacks
     assert ("all", MOD, "_PyEval_EvalFrameDefault", "other") in stacks
-    assert profile.python_chain_found(stacks, [MOD, BAZ, BAR, FOO])   # C frames in between are ignored
-    assert profile.python_chain_found(stacks, [BAR, re.compile(r"py::foo:.*")])
+    assert results.python_chain_found(stacks, [MOD, BAZ, BAR, FOO])   # C frames in between are ignored
+    assert results.python_chain_found(stacks, [BAR, re.compile(r"py::foo:.*")])
 
 
 def test_a_chain_in_the_wrong_order_or_split_across_stacks_is_not_found():
     wrong = _svg(("all", 100, 0, 10), (FOO, 84, 0, 10), (BAR, 68, 0, 10), (BAZ, 52, 0, 10))
-    assert not profile.python_chain_found(profile.svg_stacks(wrong), [BAZ, BAR, FOO])
+    assert not results.python_chain_found(results.svg_stacks(wrong), [BAZ, BAR, FOO])
     split = _svg(("all", 100, 0, 10), (BAZ, 84, 0, 5), (BAR, 84, 5, 5), (FOO, 68, 5, 5))
-    assert not profile.python_chain_found(profile.svg_stacks(split), [BAZ, BAR, FOO])
+    assert not results.python_chain_found(results.svg_stacks(split), [BAZ, BAR, FOO])
     gap = _svg(("all", 100, 0, 10), (BAZ, 84, 0, 10), ("py::other:/x.py", 68, 0, 10), (BAR, 52, 0, 10))
-    assert not profile.python_chain_found(profile.svg_stacks(gap), [BAZ, BAR])
+    assert not results.python_chain_found(results.svg_stacks(gap), [BAZ, BAR])
 
 
 def test_summary_counts_samples_and_innermost_python_functions():
@@ -341,10 +342,10 @@ def test_summary_counts_samples_and_innermost_python_functions():
             "\t1 _PyEval_EvalFrameDefault (/opt/cpython/bin/python3.13)\n"
             f"\t2 {FOO} (/tmp/perf-10.map)\n\t3 {BAR} (/tmp/perf-10.map)\n\n"
             "python3 10/10 1.100000: task-clock:\n\t1 main (/opt/cpython/bin/python3.13)\n\n")
-    lines = profile.summarise(text)
+    lines = results.summarise(text)
     assert lines[0] == "2 samples, 1 with Python frames"
     assert lines[1].split() == ["1", "50.0%", FOO]
-    assert "no py:: frame" in profile.summarise(text.split("\n\n")[1] + "\n")[1]
+    assert "no py:: frame" in results.summarise(text.split("\n\n")[1] + "\n")[1]
 
 
 # --------------------------------------------------------------------------
@@ -376,12 +377,12 @@ if __name__ == "__main__":
     print("result", baz(int(sys.argv[1])))
 '''
 DEP_REQUIREMENT = "toolz==1.1.0"   # a pure-Python py3 wheel
-PIPE = re.compile(rf"py::pipe:{re.escape(profile.VENV)}/lib/python3\.\d+t?/site-packages/toolz/functoolz\.py")
+PIPE = re.compile(rf"py::pipe:{re.escape(requirements.VENV)}/lib/python3\.\d+t?/site-packages/toolz/functoolz\.py")
 OWNER = (4321, 4322)   # not the user running the tests: the outputs must be handed over
 
 
 def need_image(client, image: str) -> str:
-    if profile._image_id(client, image) is None:
+    if target.image_id(client, image) is None:
         pytest.skip(f"{image} is not built here (nox -s build-{image.split(':', 1)[1]})")
     return image
 
@@ -390,7 +391,7 @@ def profile_for_real(client, workdir: Path, argv: list[str]) -> tuple[Path, list
     """Run `profile ARGV` in workdir as the CLI would (outputs handed to OWNER); (out dir, printed lines)."""
     args, program = parse(["profile", *argv])
     printed: list[str] = []
-    code = profile.run(MATRIX, args, program, log=printed.append, client=client, cwd=workdir, owner=OWNER)
+    code = commands.run(MATRIX, args, program, log=printed.append, client=client, cwd=workdir, owner=OWNER)
     print("\n".join(printed))
     assert code == 0, "\n".join(printed)
     return workdir / args.out, printed
@@ -398,9 +399,9 @@ def profile_for_real(client, workdir: Path, argv: list[str]) -> tuple[Path, list
 
 def assert_written(out: Path, mode: str, printed: list[str]) -> list[tuple[str, ...]]:
     """The outputs are there, the user's, and the command lines were printed; the flame graph's stacks."""
-    names = [profile.PERF_DATA, profile.SCRIPT_TEXT, profile.REPORT_TEXT, profile.FLAMEGRAPH, profile.COMMANDS]
+    names = [steps.PERF_DATA, steps.SCRIPT_TEXT, steps.REPORT_TEXT, steps.FLAMEGRAPH, steps.COMMANDS_TEXT]
     if mode == "perf_jit":
-        names.append(profile.JIT_DATA)
+        names.append(steps.JIT_DATA)
     for name in names:
         assert (out / name).stat().st_size > 0, name
         assert ((out / name).stat().st_uid, (out / name).stat().st_gid) == OWNER, name
@@ -411,24 +412,24 @@ def assert_written(out: Path, mode: str, printed: list[str]) -> list[tuple[str, 
         assert "--call-graph dwarf" in record and "-X perf_jit " in record
         assert any(line.startswith("$ perf inject") and "--jit" in line for line in printed)
     assert any("cpython-perf-flamegraph" in line for line in printed)
-    assert "$ perf record" in (out / profile.COMMANDS).read_text()
-    return profile.svg_stacks((out / profile.FLAMEGRAPH).read_text())
+    assert "$ perf record" in (out / steps.COMMANDS_TEXT).read_text()
+    return results.svg_stacks((out / steps.FLAMEGRAPH).read_text())
 
 
 @pytest.mark.container
 @pytest.mark.parametrize("cell, mode", [("3.13-fp", None), ("3.13-ft", "perf_jit")],
                          ids=["3.13-fp-perf", "3.13-ft-perf_jit"])
 def test_profile_seed_script(docker_client, tmp_path, cell, mode):
-    target = profile.cell_target(MATRIX, cell)
-    need_image(docker_client, target.image)
-    mode = mode or profile.choose_mode(target, None)
+    cell_target = target.cell_target(MATRIX, cell)
+    need_image(docker_client, cell_target.image)
+    mode = mode or target.choose_mode(cell_target, None)
     shutil.copy2(SEED, tmp_path / "script.py")
     out, printed = profile_for_real(docker_client, tmp_path, [cell, "--mode", mode, "--", "script.py"])
     stacks = assert_written(out, mode, printed)
-    assert profile.python_chain_found(stacks, [MOD, BAZ, BAR, FOO]), (
-        f"no stack of {out / profile.FLAMEGRAPH} holds {MOD} > {BAZ} > {BAR} > {FOO}")
+    assert results.python_chain_found(stacks, [MOD, BAZ, BAR, FOO]), (
+        f"no stack of {out / steps.FLAMEGRAPH} holds {MOD} > {BAZ} > {BAR} > {FOO}")
     # and not the other way round: the check can fail
-    assert not profile.python_chain_found(stacks, [FOO, BAR, BAZ])
+    assert not results.python_chain_found(stacks, [FOO, BAR, BAZ])
 
 
 @pytest.fixture(scope="module")
@@ -438,7 +439,7 @@ def index_reachable(docker_client, tmp_path_factory):
     from cpython_perf.run import containers
 
     image = need_image(docker_client, "cpython-perf:3.13-fp")
-    passthrough = profile.pip_passthrough(profile.host_pip_settings())
+    passthrough = requirements.pip_passthrough(requirements.host_pip_settings())
     mounts = {h: c for h, c in passthrough.mounts.items()}
     command = (f"python3 -m venv /tmp/v && /tmp/v/bin/python -m pip download --no-deps --no-cache-dir "
                f"-d /tmp/d {DEP_REQUIREMENT}")
@@ -454,17 +455,17 @@ def index_reachable(docker_client, tmp_path_factory):
 @pytest.mark.parametrize("cell, mode", [("3.13-fp", "perf"), ("3.13-ft", "perf_jit")],
                          ids=["3.13-fp-perf", "3.13-ft-perf_jit"])
 def test_profile_program_with_a_wheel_dependency(docker_client, index_reachable, tmp_path, cell, mode, capsys):
-    need_image(docker_client, profile.cell_target(MATRIX, cell).image)
+    need_image(docker_client, target.cell_target(MATRIX, cell).image)
     (tmp_path / "prog.py").write_text(DEP_PROGRAM)
     (tmp_path / "requirements.txt").write_text(DEP_REQUIREMENT + "\n")
     out, printed = profile_for_real(docker_client, tmp_path, [cell, "--mode", mode, "-r", "requirements.txt",
                                                               "--out", "prof", "--", "prog.py", "2000000"])
     stacks = assert_written(out, mode, printed)
-    assert any(line.startswith("$ perf record") and f"{profile.VENV}/bin/python" in line for line in printed)
+    assert any(line.startswith("$ perf record") and f"{requirements.VENV}/bin/python" in line for line in printed)
     assert "result 2000000" in capsys.readouterr().out   # the program's own output goes to the terminal
     chain = [f"py::{f}:/src/prog.py" for f in ("<module>", "baz", "bar")] + [PIPE, "py::foo:/src/prog.py"]
-    assert profile.python_chain_found(stacks, chain), (
-        f"no stack of {out / profile.FLAMEGRAPH} holds <module> > baz > bar > toolz's pipe > foo")
+    assert results.python_chain_found(stacks, chain), (
+        f"no stack of {out / steps.FLAMEGRAPH} holds <module> > baz > bar > toolz's pipe > foo")
     # the second run takes the cached image
     again, printed = profile_for_real(docker_client, tmp_path, [cell, "--mode", mode, "-r", "requirements.txt",
                                                                 "--out", "prof", "--", "prog.py", "200000"])
@@ -478,4 +479,4 @@ def test_profile_an_image_and_python(docker_client, tmp_path):
     out, printed = profile_for_real(docker_client, tmp_path, ["--image", image, "--python", "/opt/cpython/bin/python3",
                                                               "-F", "9999", "--", "script.py"])
     stacks = assert_written(out, "perf", printed)   # sysconfig says frame pointers: perf
-    assert profile.python_chain_found(stacks, [MOD, BAZ, BAR, FOO])
+    assert results.python_chain_found(stacks, [MOD, BAZ, BAR, FOO])

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 from ..errors import DriverError
-from . import build_cost, common, fidelity, instructions, suite, wallclock
+from . import build_cost, common, fidelity, instructions, suite, suite_page, suite_results_file, wallclock
 from .common import KEPT_WORKLOADS, MODE_COST_LIMITS, NATIVE_REFERENCE, RESULTS_DIR, SUMMARY, VANILLA_LIMIT, VARIANT_LIMIT, load_results, relative
 
 # Each group whose results files get a page, with what its page is called in BENCHMARKS.md's index.
@@ -94,7 +94,7 @@ def suite_entries(directory: Path) -> tuple[list[tuple[dict, dict, Path]], list[
     for path in suite_files(directory):   # newest first
         try:
             results = load_results(path)
-            analysed = suite.analyse_suite(results)
+            analysed = suite_results_file.analyse_suite(results)
         except (KeyError, TypeError) as exc:
             raise DriverError(f"{path}: not a results file of cpython_perf.bench.suite (no {exc})") from None
         for entry in analysed:
@@ -150,15 +150,15 @@ def _metric_row(entry: dict, results: dict, path: Path, summary: Path) -> str:
     if entry["geomean"] is None:
         measured, verdict = "-", "-"
     else:
-        measured = f"{entry['geomean']:.4f} ({suite.percent(entry['geomean'])})"
-        verdict = suite.instruction_verdict(entry["geomean"], entry["geomean_limit"])
+        measured = f"{entry['geomean']:.4f} ({suite_page.percent(entry['geomean'])})"
+        verdict = suite_page.instruction_verdict(entry["geomean"], entry["geomean_limit"])
     n = len(entry["workloads"])
-    wall = suite.wallclock_summary(entry.get("wallclock"), list(entry["workloads"]) or list(entry.get("wallclock") or {}),
-                                   brief=True)
+    wall = suite_page.wallclock_summary(entry.get("wallclock"), list(entry["workloads"]) or list(entry.get("wallclock") or {}),
+                                        brief=True)
     timed = entry.get("wallclock_run")
     if timed and timed != path:
         wall = f"{wall} (timed: [{timed.stem}]({page_link(timed, summary)}))"
-    link = f"{page_link(path, summary)}#{suite.anchor(entry, results['created'])}"
+    link = f"{page_link(path, summary)}#{suite_page.anchor(entry, results['created'])}"
     return (f"| [{entry['title']}]({link}) | {n} | {measured} | {wall} | {anchor} | "
             f"{entry['target'] or TARGETS[kind]} | {verdict} |")
 
@@ -217,7 +217,7 @@ def mode_costs(directory: Path) -> list[dict]:
     runs: dict[tuple[str, str], list[dict]] = {}
     for path in suite_files(directory):   # newest first
         results = load_results(path)
-        for entry in suite.analyse_suite(results):
+        for entry in suite_results_file.analyse_suite(results):
             if entry["kind"] != "mode" or not entry["workloads"]:
                 continue
             config = results["configurations"][entry["b"]]
@@ -313,7 +313,7 @@ def newest_runs(directory: Path) -> tuple[dict[Path, set], dict[Path, set]]:
     superseded: dict[Path, set] = {}
     counted, timed = set(), set()
     for path in suite_files(directory):   # newest first
-        for entry in suite.analyse_suite(load_results(path)):
+        for entry in suite_results_file.analyse_suite(load_results(path)):
             pair = (entry["a"], entry["b"])
             newest = False
             if entry["workloads"] and pair not in counted:
@@ -553,7 +553,7 @@ def _suite_note(path: Path, directory: Path, runs: tuple[dict, dict]) -> str:
     """Which comparisons of a standard-suite run BENCHMARKS.md shows, and which a newer run measured again
     (runs: newest_runs(directory))."""
     current, superseded = runs
-    titles = {(e["a"], e["b"]): e["title"] for e in suite.analyse_suite(_load(suite, path))}
+    titles = {(e["a"], e["b"]): e["title"] for e in suite_results_file.analyse_suite(_load(suite, path))}
     shown = sorted(titles[pair] for pair in current.get(path, ()))
     newest: dict[tuple[str, str], Path] = {}
     for other in suite_files(directory):   # newest first: the first run measuring a comparison is its newest

@@ -1,4 +1,5 @@
-"""The standard suite (cpython_perf.bench.suite) and BENCHMARKS.md's summary table (no Docker)."""
+"""The standard suite (cpython_perf.bench.suite and its suite_* modules) and BENCHMARKS.md's summary table
+(no Docker)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from cpython_perf.bench import command, common, summary, suite
+from cpython_perf.bench import (command, common, suite_containers, suite_counts, suite_page, suite_pins, suite_plan,
+                                suite_results_file, suite_wallclock, summary)
 from cpython_perf.errors import DriverError
 from cpython_perf.matrix import load_matrix
 
@@ -22,7 +24,7 @@ MATRIX = load_matrix()
 
 
 def test_project_config_pins_both_wheels():
-    config = suite.load_config()
+    config = suite_pins.load_config()
     assert config.pyperformance.requirement == "pyperformance==1.14.0"
     assert config.pyperf.requirement == "pyperf==2.10.0"
     assert config.pyperformance.file == "pyperformance-1.14.0-py3-none-any.whl"
@@ -34,10 +36,10 @@ def test_bad_config_is_a_clear_error(tmp_path):
     path = tmp_path / "suite.yaml"
     path.write_text("pyperformance: {version: 1.14.0, file: x.whl, sha256: nothex}\npyperf: {}\n")
     with pytest.raises(DriverError, match="sha256 must be 64 lowercase hex digits"):
-        suite.load_config(path)
+        suite_pins.load_config(path)
     path.write_text("pyperformance: {}\nsurprise: 1\n")
     with pytest.raises(DriverError, match="unknown key"):
-        suite.load_config(path)
+        suite_pins.load_config(path)
 
 
 def _wheel(path: Path, members: dict[str, str]) -> bytes:
@@ -51,8 +53,8 @@ def _wheel(path: Path, members: dict[str, str]) -> bytes:
 def pinned(tmp_path):
     """A wheel's good bytes and a pin of them."""
     good = _wheel(tmp_path / "good.whl", {"pyperformance/data-files/benchmarks/MANIFEST": "[benchmarks]\n"})
-    pin = suite.Pin("pyperformance", "1.14.0", "pyperformance-1.14.0-py3-none-any.whl",
-                    hashlib.sha256(good).hexdigest())
+    pin = suite_pins.Pin("pyperformance", "1.14.0", "pyperformance-1.14.0-py3-none-any.whl",
+                         hashlib.sha256(good).hexdigest())
     return good, pin
 
 
@@ -69,7 +71,7 @@ def test_tampered_download_is_refused_and_not_cached(tmp_path, pinned):
     tampered = good.replace(b"[benchmarks]", b"[benchmarkz]")
     calls = []
     with pytest.raises(DriverError) as info:
-        suite.fetch_pinned(pin, cache, _downloader(tampered, calls), log=lambda *_: None)
+        suite_pins.fetch_pinned(pin, cache, _downloader(tampered, calls), log=lambda *_: None)
     message = str(info.value)
     assert hashlib.sha256(tampered).hexdigest() in message and pin.sha256 in message
     assert "not used, not cached" in message
@@ -83,11 +85,11 @@ def test_tampered_cached_file_is_replaced_by_a_verified_download(tmp_path, pinne
     cache.mkdir()
     (cache / pin.file).write_bytes(b"tampered")
     logged, calls = [], []
-    path = suite.fetch_pinned(pin, cache, _downloader(good, calls), log=logged.append)
+    path = suite_pins.fetch_pinned(pin, cache, _downloader(good, calls), log=logged.append)
     assert path.read_bytes() == good and calls == ["pyperformance==1.14.0"]
     assert any("deleted, downloading again" in line for line in logged)
     calls.clear()
-    assert suite.fetch_pinned(pin, cache, _downloader(b"never used", calls)) == path and calls == []
+    assert suite_pins.fetch_pinned(pin, cache, _downloader(b"never used", calls)) == path and calls == []
 
 
 # --------------------------------------------------------------------------
@@ -128,7 +130,7 @@ def manifest(tmp_path):
 
 
 def test_manifest_lists_benchmarks_with_their_metadata(manifest):
-    found = {b.name: b for b in suite.read_manifest(manifest)}
+    found = {b.name: b for b in suite_plan.read_manifest(manifest)}
     assert list(found) == ["nbody", "chameleon", "yaml", "dask", "newsyntax", "pickle", "unpickle", "python_startup"]
     assert found["unpickle"].directory == "bm_pickle" and found["unpickle"].extra_opts == ("unpickle",)
     assert found["pickle"].extra_opts == ("pickle",)
@@ -137,45 +139,45 @@ def test_manifest_lists_benchmarks_with_their_metadata(manifest):
 
 
 def test_stdlib_only_selection_per_version(manifest):
-    benchmarks = suite.read_manifest(manifest)
+    benchmarks = suite_plan.read_manifest(manifest)
     exclude = {"python_startup": "times a child interpreter's start-up"}
-    chosen, left = suite.select(benchmarks, "3.9", exclude)
+    chosen, left = suite_plan.select(benchmarks, "3.9", exclude)
     assert [b.name for b in chosen] == ["nbody", "pickle", "unpickle"]
     assert left == {"chameleon": "needs chameleon", "yaml": "needs pyyaml",
                     "dask": "needs dask", "newsyntax": "requires-python >=3.10, <3.14",
                     "python_startup": "times a child interpreter's start-up"}
-    chosen, left = suite.select(benchmarks, "3.13", exclude)
+    chosen, left = suite_plan.select(benchmarks, "3.13", exclude)
     assert [b.name for b in chosen] == ["nbody", "newsyntax", "pickle", "unpickle"]
-    assert suite.select(benchmarks, "3.14", exclude)[1]["newsyntax"] == "requires-python >=3.10, <3.14"
-    chosen, _ = suite.select(benchmarks, "3.13", exclude, only=["nbody", "unpickle"])
+    assert suite_plan.select(benchmarks, "3.14", exclude)[1]["newsyntax"] == "requires-python >=3.10, <3.14"
+    chosen, _ = suite_plan.select(benchmarks, "3.13", exclude, only=["nbody", "unpickle"])
     assert [b.name for b in chosen] == ["nbody", "unpickle"]
     with pytest.raises(DriverError, match="unknown benchmark"):
-        suite.select(benchmarks, "3.13", exclude, only=["nbody", "nope"])
+        suite_plan.select(benchmarks, "3.13", exclude, only=["nbody", "nope"])
 
 
 def test_requires_python_forms():
-    assert suite.python_admits(">=3.8", "3.9") and not suite.python_admits(">=3.10", "3.9")
-    assert suite.python_admits(None, "3.9") and suite.python_admits(">=3.10, <3.14", "3.13")
-    assert not suite.python_admits(">=3.10,<3.14", "3.14")
+    assert suite_plan.python_admits(">=3.8", "3.9") and not suite_plan.python_admits(">=3.10", "3.9")
+    assert suite_plan.python_admits(None, "3.9") and suite_plan.python_admits(">=3.10, <3.14", "3.13")
+    assert not suite_plan.python_admits(">=3.10,<3.14", "3.14")
     with pytest.raises(DriverError, match="not understood"):
-        suite.python_admits("~=3.8", "3.9")
+        suite_plan.python_admits("~=3.8", "3.9")
 
 
 def test_real_pyperformance_release_selection():
     """On the pinned release itself, where a previous run cached it (no network in unit tests)."""
-    config = suite.load_config()
-    root = next(iter(suite.cache_dir().glob(f"pyperformance-{config.pyperformance.version}-{config.pyperformance.sha256[:12]}")), None)
+    config = suite_pins.load_config()
+    root = next(iter(suite_pins.cache_dir().glob(f"pyperformance-{config.pyperformance.version}-{config.pyperformance.sha256[:12]}")), None)
     if root is None:
-        pytest.skip(f"pyperformance {config.pyperformance.version} not in {suite.cache_dir()} (run the suite once)")
-    benchmarks = suite.read_manifest(root / suite.BENCHMARKS_IN_WHEEL)
-    chosen, left = suite.select(benchmarks, "3.9", config.exclude)
+        pytest.skip(f"pyperformance {config.pyperformance.version} not in {suite_pins.cache_dir()} (run the suite once)")
+    benchmarks = suite_plan.read_manifest(root / suite_pins.BENCHMARKS_IN_WHEEL)
+    chosen, left = suite_plan.select(benchmarks, "3.9", config.exclude)
     names = {b.name for b in chosen}
     assert {"nbody", "richards", "go", "deltablue", "json_dumps", "unpickle_pure_python"} <= names
     # dask: pyproject.toml names pyperf only, its requirements.txt dask; bm_yaml and hg_startup: not in the MANIFEST
     assert left["dask"] == "needs dask" and left["chameleon"] == "needs chameleon"
     assert left["async_tree_eager"] == "requires-python >=3.12"
     assert not {"yaml", "hg_startup"} & (names | set(left))
-    assert len(names) == 57 and len(suite.select(benchmarks, "3.13", config.exclude)[0]) == 69
+    assert len(names) == 57 and len(suite_plan.select(benchmarks, "3.13", config.exclude)[0]) == 69
 
 
 # --------------------------------------------------------------------------
@@ -184,41 +186,41 @@ def test_real_pyperformance_release_selection():
 
 def test_worker_command_and_trampoline_check():
     cell = MATRIX.cell("3.11-fp")
-    bench = suite.Benchmark("unpickle", "bm_pickle", ">=3.8", ("pyperf",), (), ("unpickle",))
-    assert suite.worker_command(common.active(cell, "perf"), bench, 4) == [
+    bench = suite_plan.Benchmark("unpickle", "bm_pickle", ">=3.8", ("pyperf",), (), ("unpickle",))
+    assert suite_counts.worker_command(common.active(cell, "perf"), bench, 4) == [
         "python3", "-X", "perf", "-u", "/suite/bm_pickle/run_benchmark.py", "unpickle",
         "--worker", "--loops", "4", "--warmups", "0", "--values", "1"]
-    script = suite.trampoline_check_script(["valgrind", "python3", "it's"])
+    script = suite_counts.trampoline_check_script(["valgrind", "python3", "it's"])
     assert script.startswith("'valgrind' 'python3' 'it'\\''s'; rc=$?;") and script.endswith("exit $rc")
-    assert suite.maps_written("nbody: 1.3 sec\n@@cpython-perf-maps:1\n") == 1
+    assert suite_counts.maps_written("nbody: 1.3 sec\n@@cpython-perf-maps:1\n") == 1
     with pytest.raises(DriverError, match="printed no"):
-        suite.maps_written("Traceback ...")
-    suite.check_trampoline_state(common.active(cell, "perf_jit"), 1)
-    suite.check_trampoline_state(common.inactive(cell), 0)
+        suite_counts.maps_written("Traceback ...")
+    suite_counts.check_trampoline_state(common.active(cell, "perf_jit"), 1)
+    suite_counts.check_trampoline_state(common.inactive(cell), 0)
     with pytest.raises(DriverError, match="expected none"):
-        suite.check_trampoline_state(common.inactive(cell), 1)
+        suite_counts.check_trampoline_state(common.inactive(cell), 1)
     with pytest.raises(DriverError, match="expected some"):
-        suite.check_trampoline_state(common.active(cell, "perf"), 0)
-    assert suite.wallclock_env(common.active(cell, "perf_jit")) == {"PYTHONPATH": "/pyperf", "PYTHON_PERF_JIT_SUPPORT": "1"}
+        suite_counts.check_trampoline_state(common.active(cell, "perf"), 0)
+    assert suite_wallclock.wallclock_env(common.active(cell, "perf_jit")) == {"PYTHONPATH": "/pyperf", "PYTHON_PERF_JIT_SUPPORT": "1"}
 
 
 def test_instructions_of_the_benchmark_process_not_a_forked_child():
     # 3.13.5 coroutines, --loops 1: a child forked late prints its total (inherited counts) before the parent
     stderr = "==8== \n==8== I refs:        801,244,181\n==7== \n==7== I refs:        833,336,737\n"
-    assert suite.main_process_instructions(stderr) == 833_336_737
-    assert suite.main_process_instructions("==7== I refs:        1,082,919,283\n") == 1_082_919_283
+    assert suite_counts.main_process_instructions(stderr) == 833_336_737
+    assert suite_counts.main_process_instructions("==7== I refs:        1,082,919,283\n") == 1_082_919_283
     with pytest.raises(DriverError, match="no 'I refs' line"):
-        suite.main_process_instructions("valgrind: command not found")
+        suite_counts.main_process_instructions("valgrind: command not found")
 
 
 def test_loop_arithmetic_and_errors():
-    assert suite.per_loop(589_133_890, 1_623_000_000, 1, "x") == pytest.approx(1_033_866_110)
-    assert suite.per_loop(100, 300, 2, "x") == 100
+    assert suite_counts.per_loop(589_133_890, 1_623_000_000, 1, "x") == pytest.approx(1_033_866_110)
+    assert suite_counts.per_loop(100, 300, 2, "x") == 100
     with pytest.raises(DriverError, match="2 loops counted 100 instructions, 1 loop"):
-        suite.per_loop(200, 100, 1, "x")
-    assert suite.loops_for(1_033_866_247, 50_000_000) == 1
-    assert suite.loops_for(257_477, 50_000_000) == 195
-    assert suite.last_error("Traceback\nKeyError: 'pyperf.hook'\n==7== \n==7== I refs:   409,461,051\n") == \
+        suite_counts.per_loop(200, 100, 1, "x")
+    assert suite_counts.loops_for(1_033_866_247, 50_000_000) == 1
+    assert suite_counts.loops_for(257_477, 50_000_000) == 195
+    assert suite_containers.last_error("Traceback\nKeyError: 'pyperf.hook'\n==7== \n==7== I refs:   409,461,051\n") == \
         "KeyError: 'pyperf.hook'"
 
 
@@ -232,13 +234,13 @@ Geometric mean: 1.03x slower
 
 
 def test_compare_to_parsing():
-    got = suite.parse_compare_to(COMPARE_TO)
+    got = suite_wallclock.parse_compare_to(COMPARE_TO)
     assert got["nbody"] == {"significant": True, "text": "3.13-fp_inactive 100 ms +- 1 ms -> 3.13-fp_perf 110 ms +- 1 ms: 1.10x slower"}
     assert got["go"] == got["json_dumps"] == {"significant": False, "text": "not significant"}
-    assert suite.parse_compare_to("Not significant!\n", ["nbody"]) == {"nbody": {"significant": False, "text": "not significant"}}
-    assert suite.wallclock_summary(got, ["nbody", "go", "json_dumps"]).startswith("1 of 3 significant: nbody 3.13")
-    assert suite.wallclock_summary({"go": got["go"]}, ["go"]) == "not significant (0 of 1)"
-    assert suite.wallclock_summary(got, ["nbody", "go", "json_dumps"], brief=True) == "1 of 3 significant: nbody 1.10x slower"
+    assert suite_wallclock.parse_compare_to("Not significant!\n", ["nbody"]) == {"nbody": {"significant": False, "text": "not significant"}}
+    assert suite_page.wallclock_summary(got, ["nbody", "go", "json_dumps"]).startswith("1 of 3 significant: nbody 3.13")
+    assert suite_page.wallclock_summary({"go": got["go"]}, ["go"]) == "not significant (0 of 1)"
+    assert suite_page.wallclock_summary(got, ["nbody", "go", "json_dumps"], brief=True) == "1 of 3 significant: nbody 1.10x slower"
 
 
 def test_compare_to_of_two_files_names_configurations_not_paths():
@@ -246,13 +248,13 @@ def test_compare_to_of_two_files_names_configurations_not_paths():
     line = ("Mean +- std dev: [/work/results/bench/suite-20261127T212041Z-pyperf/3.13-fp_inactive/coroutines.json] "
             "23.2 ms +- 2.5 ms -> [/work/results/bench/suite-20261127T212041Z-pyperf/3.13-fp_perf/coroutines.json] "
             "29.0 ms +- 5.4 ms: 1.25x slower\n")
-    got = suite.parse_compare_to(line, ["coroutines"])
+    got = suite_wallclock.parse_compare_to(line, ["coroutines"])
     assert got == {"coroutines": {"significant": True,
                                   "text": "3.13-fp_inactive 23.2 ms +- 2.5 ms -> 3.13-fp_perf 29.0 ms +- 5.4 ms: 1.25x slower"}}
     # results files written before keep the paths in their verdicts: the summary names configurations there too
     stored = {"coroutines": {"significant": True, "text": line.strip().split("Mean +- std dev: ", 1)[1]
                              .replace("[", "").replace("]", "")}}
-    assert suite.wallclock_summary(stored, ["coroutines"]) == (
+    assert suite_page.wallclock_summary(stored, ["coroutines"]) == (
         "1 of 1 significant: coroutines 3.13-fp_inactive 23.2 ms +- 2.5 ms -> 3.13-fp_perf 29.0 ms +- 5.4 ms: 1.25x slower")
 
 
@@ -260,7 +262,7 @@ def test_pyperf_json_means(tmp_path):
     path = tmp_path / "x.json"
     path.write_text(json.dumps({"version": "1.0", "metadata": {}, "benchmarks": [
         {"metadata": {"name": "nbody"}, "runs": [{"values": [0.1, 0.3]}, {"warmups": [[1, 9.0]], "values": [0.2]}]}]}))
-    assert suite.load_pyperf_means(path) == {"nbody": pytest.approx(0.2)}
+    assert suite_wallclock.load_pyperf_means(path) == {"nbody": pytest.approx(0.2)}
 
 
 # --------------------------------------------------------------------------
@@ -297,7 +299,7 @@ def suite_results(created="2026-11-23T16:00:00Z", counts=None, planned=None, not
 
 
 def test_suite_geometric_means_and_targets():
-    analysed = {(e["a"], e["b"]): e for e in suite.analyse_suite(suite_results())}
+    analysed = {(e["a"], e["b"]): e for e in suite_results_file.analyse_suite(suite_results())}
     mode_311 = analysed[("3.11-fp:inactive", "3.11-fp:perf")]
     assert mode_311["workloads"]["go"]["ratio"] == pytest.approx(1.3)
     assert mode_311["geomean"] == pytest.approx((1.3 * 1.001) ** 0.5)
@@ -306,22 +308,22 @@ def test_suite_geometric_means_and_targets():
     assert mode_311["geomean_limit"] == pytest.approx(native)      # backport no worse than native 3.13
     vanilla = analysed[("3.11-fp-vanilla:inactive", "3.11-fp:inactive")]
     assert vanilla["geomean"] == pytest.approx((1000 / 990 * 2000 / 1990) ** 0.5) and vanilla["geomean_limit"] == 1.01
-    assert suite.instruction_verdict(vanilla["geomean"], 1.01) == f"ok ({vanilla['geomean']:.4f} <= 1.0100)"
-    assert suite.instruction_verdict(1.0302, 1.01) == "MISSED by 2.00% (1.0302 > 1.0100)"
+    assert suite_page.instruction_verdict(vanilla["geomean"], 1.01) == f"ok ({vanilla['geomean']:.4f} <= 1.0100)"
+    assert suite_page.instruction_verdict(1.0302, 1.01) == "MISSED by 2.00% (1.0302 > 1.0100)"
 
 
 def test_benchmark_failed_on_one_side_is_left_out_of_its_comparison():
     results = suite_results()
     del results["instructions"]["timings"]["3.11-fp:perf"]["go"]
     results["instructions"]["failures"] = {"3.11-fp:perf": {"go": "go in 3.11-fp:perf exited 1: KeyError"}}
-    mode_311 = next(e for e in suite.analyse_suite(results) if e["b"] == "3.11-fp:perf")
+    mode_311 = next(e for e in suite_results_file.analyse_suite(results) if e["b"] == "3.11-fp:perf")
     assert list(mode_311["workloads"]) == ["nbody"]
-    assert "failed under cachegrind in `3.11-fp:perf`: `go`" in suite.render_markdown(results)
+    assert "failed under cachegrind in `3.11-fp:perf`: `go`" in suite_page.render_markdown(results)
 
 
 def test_summary_table_sets_figures_beside_anchors_and_links_details(tmp_path):
     wall = [{"kind": "mode", "a": "3.13-fp:inactive", "b": "3.13-fp:perf", "text": COMPARE_TO,
-             "verdicts": suite.parse_compare_to(COMPARE_TO)}]
+             "verdicts": suite_wallclock.parse_compare_to(COMPARE_TO)}]
     old = suite_results("2026-11-23T10:00:00Z", not_run=[{"kind": "variant", "a": "3.13-release:inactive",
                                                            "b": "3.13-fp:inactive", "reason": "no image of 3.13-release on the measuring host (not built)"}])
     (tmp_path / "suite-20261123T100000Z.json").write_text(json.dumps(old))
@@ -397,7 +399,7 @@ def test_a_wall_clock_timed_in_another_run_links_that_runs_page(tmp_path):
     (tmp_path / "suite-20261123T100000Z.json").write_text(json.dumps(counted))
     pair = {"kind": "mode", "a": "3.13-fp:inactive", "b": "3.13-fp:perf"}
     timed = suite_results("2026-11-23T16:00:00Z", counts={"3.13-fp:inactive": {}, "3.13-fp:perf": {}}, planned=[pair],
-                          wall=[dict(pair, text=COMPARE_TO, verdicts=suite.parse_compare_to(COMPARE_TO))])
+                          wall=[dict(pair, text=COMPARE_TO, verdicts=suite_wallclock.parse_compare_to(COMPARE_TO))])
     (tmp_path / "suite-20261123T160000Z.json").write_text(json.dumps(timed))
     summary.refresh_summary(tmp_path / "BENCHMARKS.md", tmp_path)
     row = next(line for line in (tmp_path / "BENCHMARKS.md").read_text().splitlines()
