@@ -124,7 +124,7 @@ ARCH_FACTS = {
 }
 PERF_MODES = ("perf", "perf_jit")
 # The perf map C API every patched interpreter exports (CPython 3.12's names; the backports add them, 3.13
-# has them): what the build-only cells check and what a distro's libpython symbols file must list.
+# has them): what the build-only cells check and what a distribution's libpython symbols file must list.
 PERF_C_API = (
     "PyUnstable_PerfMapState_Init",
     "PyUnstable_WritePerfMapEntry",
@@ -138,7 +138,7 @@ SUPPORT_KINDS = ("native", "backport", "none")
 NATIVE_SINCE = {"perf": (3, 12), "perf_jit": (3, 13)}
 IMAGE_REPOSITORY = "cpython-perf"
 
-_TOP_KEYS = {"smoke_cells", "default_cell", "base_suite", "arches", "default_arches", "variants", "versions", "distros",
+_TOP_KEYS = {"smoke_cells", "default_cell", "base_suite", "arches", "default_arches", "variants", "versions", "lanes",
              "regression_tests", "profilers", "arch_cflags"}
 _PROFILER_KEYS = {"suite", "samply", "inferno", "py_spy"}
 _PY_SPY_KEYS = {"version", "sha256"}
@@ -147,7 +147,7 @@ _VERSION_KEYS = {"recipe", "support", "series", "additions", "additions_header",
 _CELL_KEYS = {"modes", "arches", "vanilla", "build_only"}
 _RECIPE_KEYS = {"version", "url", "sha256", "size", "debian", "configure"}
 _DEBIAN_KEYS = {"package", "suite", "file"}
-_DISTRO_KEYS = {"source_package", "package_version", "suites", "perf_suite", "modes", "description", "perf_revision"}
+_LANE_KEYS = {"source_package", "package_version", "suites", "perf_suite", "modes", "description", "perf_revision"}
 
 
 # --------------------------------------------------------------------------
@@ -353,7 +353,7 @@ class Cell:
 @dataclass(frozen=True)
 class VersionSeries:
     """What a version adds to CPython's source: its quilt series, the new whole files (Python-additions/)
-    and the DEP-3 header of the generated patch that creates them (packager forms, distro.series_forms)."""
+    and the DEP-3 header of the generated patch that creates them (packager forms, lanes.series_forms)."""
 
     version: str
     series: Path
@@ -362,8 +362,8 @@ class VersionSeries:
 
 
 @dataclass(frozen=True)
-class DistroLane:
-    """A distro packaging lane (matrix.yaml `distros:`): the version's series added to a Debian source
+class Lane:
+    """A packaging lane (matrix.yaml `lanes:`): the version's series added to a Debian source
     package, built with Debian's own debian/rules in a container of that release, installed with apt into
     a clean one and checked there (`nox -s deb-<suite>-<version>`)."""
 
@@ -432,8 +432,8 @@ class Matrix:
     profilers: "ProfilerPins | None" = None
     # arch -> extra CFLAGS of every cell of that arch
     arch_cflags: dict[str, str] = field(default_factory=dict)
-    # distro packaging lanes, by name (<suite>-<version>)
-    distros: dict[str, DistroLane] = field(default_factory=dict)
+    # packaging lanes, by name (<suite>-<version>)
+    lanes: dict[str, Lane] = field(default_factory=dict)
     # version -> its series, additions and additions header (versions with a series only)
     series: dict[str, VersionSeries] = field(default_factory=dict)
     # versions whose recipe may pin a pre-release (a, b, rc): `prerelease: true` (cpython_perf/source/pins.py)
@@ -446,12 +446,12 @@ class Matrix:
             raise UnknownCell(f"{version} has no patch series in {self.path} "
                               f"(versions with one: {', '.join(self.series) or 'none'})") from None
 
-    def distro(self, name: str) -> DistroLane:
+    def lane(self, name: str) -> Lane:
         try:
-            return self.distros[name]
+            return self.lanes[name]
         except KeyError:
-            raise UnknownCell(f"unknown distro lane {name!r}: {self.path} defines "
-                              f"{', '.join(self.distros) or 'none'} under distros:") from None
+            raise UnknownCell(f"unknown packaging lane {name!r}: {self.path} defines "
+                              f"{', '.join(self.lanes) or 'none'} under lanes:") from None
 
     def cell(self, name: str) -> Cell:
         try:
@@ -592,6 +592,9 @@ def load_matrix(path: Path | None = None) -> Matrix:
     root = path.resolve().parent
     data = _load_yaml(path)
     where = _Where(path)
+    if isinstance(data, dict) and "distros" in data:
+        raise where.error(data, "distros", "the packaging lanes' key is lanes: now (distro names the PGO + LTO "
+                                           "variant only): rename distros: to lanes:")
     where.check_keys(data, _TOP_KEYS, "matrix.yaml")
 
     arches = where.require(data, "arches", "matrix.yaml")
@@ -641,7 +644,7 @@ def load_matrix(path: Path | None = None) -> Matrix:
         raise where.error(data, "regression_tests", "regression_tests must be a list of CPython test module names (test_xxx)")
     matrix.regression_tests = tuple(tests)
     matrix.profilers = _load_profilers(where, data)
-    matrix.distros = _load_distros(where, data, matrix, versions)
+    matrix.lanes = _load_lanes(where, data, matrix, versions)
     for cell in matrix.cells.values():
         if cell.foreign_on(DEFAULT_ARCH) and matrix.build_python_cell_on(cell, DEFAULT_ARCH) is None:
             raise MatrixError(f"{path}: {cell.name} is cross-compiled on an {DEFAULT_ARCH} host, which needs an "
@@ -673,31 +676,31 @@ _DEBIAN_NAME = re.compile(r"[a-z0-9][a-z0-9.+-]*")
 _DEBIAN_VERSION = re.compile(r"[0-9][A-Za-z0-9.+~:-]*-[A-Za-z0-9.+~]+")
 
 
-def _load_distros(where: _Where, data, matrix: Matrix, versions) -> dict[str, DistroLane]:
-    """matrix.yaml `distros:` {<suite>-<version>: {source_package, package_version, suites, perf_suite, modes}}."""
-    spec = data.get("distros")
+def _load_lanes(where: _Where, data, matrix: Matrix, versions) -> dict[str, Lane]:
+    """matrix.yaml `lanes:` {<suite>-<version>: {source_package, package_version, suites, perf_suite, modes}}."""
+    spec = data.get("lanes")
     if spec is None:
         return {}
     if not isinstance(spec, dict):
-        raise where.error(data, "distros", "distros must map <suite>-<version> (e.g. bookworm-3.11) to a lane")
+        raise where.error(data, "lanes", "lanes must map <suite>-<version> (e.g. bookworm-3.11) to a lane")
     lanes = {}
     for name, lane in spec.items():
         m = re.fullmatch(r"([a-z]+)-(3\.\d+)", str(name))
         if not m:
-            raise where.error(spec, name, f"distro lane {name!r} must be named <suite>-<version>, e.g. bookworm-3.11")
+            raise where.error(spec, name, f"packaging lane {name!r} must be named <suite>-<version>, e.g. bookworm-3.11")
         suite, version = m.groups()
         if not isinstance(lane, dict):
-            raise where.error(spec, name, f"distro lane {name} must be a mapping")
-        where.check_keys(lane, _DISTRO_KEYS, f"distros.{name}")
+            raise where.error(spec, name, f"packaging lane {name} must be a mapping")
+        where.check_keys(lane, _LANE_KEYS, f"lanes.{name}")
         if version not in versions:
-            raise where.error(spec, name, f"distro lane {name}: {version} is not a version of the matrix")
+            raise where.error(spec, name, f"packaging lane {name}: {version} is not a version of the matrix")
         vspec = versions[version]
         if not vspec.get("series"):
-            raise where.error(spec, name, f"distro lane {name}: {version} has no patch series to add")
-        package = where.require(lane, "source_package", f"distros.{name}")
+            raise where.error(spec, name, f"packaging lane {name}: {version} has no patch series to add")
+        package = where.require(lane, "source_package", f"lanes.{name}")
         if not isinstance(package, str) or not _DEBIAN_NAME.fullmatch(package):
             raise where.error(lane, "source_package", f"source_package of {name} must be a Debian package name")
-        pversion = str(where.require(lane, "package_version", f"distros.{name}"))
+        pversion = str(where.require(lane, "package_version", f"lanes.{name}"))
         if not _DEBIAN_VERSION.fullmatch(pversion):
             raise where.error(lane, "package_version",
                               f"package_version of {name} must be a Debian revision such as 3.11.2-6+deb12u8, "
@@ -720,7 +723,7 @@ def _load_distros(where: _Where, data, matrix: Matrix, versions) -> dict[str, Di
         modes = lane.get("modes") or []
         if not isinstance(modes, list) or not all(mode in PERF_MODES for mode in modes):
             raise where.error(lane, "modes", f"modes of {name} must be a list of {', '.join(PERF_MODES)}")
-        lanes[name] = DistroLane(
+        lanes[name] = Lane(
             name=name, suite=suite, version=version, description=str(lane.get("description") or ""),
             source_package=package, package_version=pversion, suites=tuple(suites), perf_suite=perf_suite,
             modes=tuple(modes), series=matrix.root / vspec["series"],

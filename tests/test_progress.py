@@ -8,7 +8,7 @@ import pytest
 
 from cpython_perf.image.docker_build import docker_build
 from cpython_perf import progress
-from cpython_perf.distro import deb_build
+from cpython_perf.lanes import deb_build
 from cpython_perf.errors import ImageBuildFailed
 
 

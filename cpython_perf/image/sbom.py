@@ -1,4 +1,4 @@
-"""Software bills of materials (CycloneDX 1.6 JSON) of a cell image, and the pieces a distro lane's is made of.
+"""Software bills of materials (CycloneDX 1.6 JSON) of a cell image, and the pieces a packaging lane's is made of.
 
 Written with cyclonedx-python-lib (the CycloneDX project's own library) and checked, every time one is written,
 with its JSON-schema validator (cyclonedx.validation.json.JsonStrictValidator): an SBOM that does not validate
@@ -17,7 +17,7 @@ A cell image's SBOM (`python -m cpython_perf sbom CELL`):
   base packages       every Debian package installed in the image (dpkg's status database: name, version,
                       arch, source), as pkg:deb purls
 
-A distro lane's SBOM is made in cpython_perf/distro/sbom.py from the same pieces (the patch files,
+A packaging lane's SBOM is made in cpython_perf/lanes/sbom.py from the same pieces (the patch files,
 the package components, the document and its validation).
 
 Both are deterministic (a function of what they describe): every bom-ref is named, the serial number is a
@@ -483,7 +483,7 @@ def distro_of(suite: str) -> str:
 
 def add_arguments(parser) -> None:
     parser.add_argument("cell", nargs="?", help="a cell whose image is built (e.g. 3.13-fp)")
-    parser.add_argument("--lane", default=None, help="a distro lane of matrix.yaml (e.g. bookworm-3.11), from "
+    parser.add_argument("--lane", default=None, help="a packaging lane of matrix.yaml (e.g. bookworm-3.11), from "
                                                     "its built packages instead of a cell")
     parser.add_argument("--packages", default=None, metavar="DIR",
                         help="with --lane: the built output directory (default: the lane's one with-series "

@@ -53,12 +53,12 @@ mode): works (passed) or does not work (skipped, or FAIL where the mode was
 expected) with the diagnosed reason, and a line per target summing up its
 check scripts.
 
-Distro lanes.  A deb lane (`nox -s deb-<suite>-<version>`, cpython_perf.distro.deb_build) writes
+Packaging lanes.  A deb lane (`nox -s deb-<suite>-<version>`, cpython_perf.lanes.deb_build) writes
 results/deb/<lane>[-baseline][-release-grade]/: summary.json (its phases and their times, the checks of
 the installed packages, the regrtest comparison with the archive's packages, the problems found) and
 CPython's own regrtest JUnit of both package sets (regrtest-<image tag>-junit.xml).  Those JUnit files
 are not checks of a cell and never enter the cell tables: the lanes section reads them, with the
-summary, one row per lane run, and every lane of matrix.yaml `distros:` without results is "not run".
+summary, one row per lane run, and every lane of matrix.yaml `lanes:` without results is "not run".
 A lane passed when its run reached the end with no problem; one with problems failed; one whose
 summary stops before the end did not finish (a failure too).  Failed lanes turn the verdict FAILED.
 
@@ -107,7 +107,7 @@ SEED_FLAMEGRAPH = "seed-flamegraph.svg"
 PLAN_FILE = "plan.json"               # the CI run's plan (cpython_perf.ci.plan), downloaded by the report job
 MISSING_IMAGES = "missing-images.txt"  # results/<cell>/: the images a selected cell's job could not load
 CELL_JUNIT_DIR = "junit"   # results/junit/<cell>.xml: the report's consolidated JUnit file of each cell
-LANES_DIR = "deb"          # results/deb/<lane run>/: what a distro lane wrote (cpython_perf.distro.deb_build)
+LANES_DIR = "deb"          # results/deb/<lane run>/: what a packaging lane wrote (cpython_perf.lanes.deb_build)
 LANE_SUMMARY = "summary.json"
 LANE_LOGS = ("build.log", "lintian-diff.txt", "checks.log")   # linked from the lane's row where present
 FLAME_GRAPH_NOTE = (
@@ -263,7 +263,7 @@ class Report:
     flamegraphs: dict[str, tuple[str | None, str]] = field(default_factory=dict)  # cell -> (svg path, note)
     retired: int = 0   # results of tests the suite no longer has, left out
     external: list[CaseResult] = field(default_factory=list)   # testcases of external targets
-    lanes: list["LaneRow"] = field(default_factory=list)       # distro lane runs and lanes not run
+    lanes: list["LaneRow"] = field(default_factory=list)       # packaging lane runs and lanes not run
     matrix: Matrix | None = None
     results_dir: str = "results"     # the directory read, as the header names it
     plan: dict | None = None         # the run's plan (plan.json), where known
@@ -338,7 +338,7 @@ class Report:
                 parts.append(f"{status['image failed']} image failed")
         lanes = Counter(row.status for row in self.lanes)
         if any(lanes[s] for s in LANE_RAN):
-            parts.append("distro lanes: " + ", ".join(f"{lanes[s]} {s}" for s in LANE_RAN if lanes[s]))
+            parts.append("packaging lanes: " + ", ".join(f"{lanes[s]} {s}" for s in LANE_RAN if lanes[s]))
             if (lanes["failed"] or lanes["did not finish"]) and word != "FAILED":
                 word = "FAILED"
         return f"{word}: " + "; ".join(parts)
@@ -437,7 +437,7 @@ def cell_files(results_dir: Path, cells) -> tuple[dict[str, list[str]], dict[str
 
 
 # --------------------------------------------------------------------------
-# Distro lanes (cpython_perf.distro.deb_build)
+# Packaging lanes (cpython_perf.lanes.deb_build)
 
 LANE_RAN = ("passed", "failed", "did not finish", "incomplete")   # a lane run's status; else "not run"
 LANE_COLUMNS = ("lane", "status", "package", "phases (s)", "installed packages", "CPython's regrtest",
@@ -490,7 +490,7 @@ def _regrtest_file_line(path: Path) -> str:
 def lane_rows(results_dir: Path, matrix: Matrix | None) -> list[LaneRow]:
     """One row per lane run under results/deb/, then every lane of matrix.yaml without one ("not run")."""
     root = Path(results_dir) / LANES_DIR
-    lanes = list(matrix.distros) if matrix is not None else []
+    lanes = list(matrix.lanes) if matrix is not None else []
     rows: list[LaneRow] = []
     seen: set[str] = set()
     for run_dir in sorted(d for d in root.glob("*") if d.is_dir()) if root.is_dir() else []:
@@ -540,7 +540,7 @@ def _lane_css(status: str) -> str:
 def render_lanes_markdown(report: Report) -> list[str]:
     if not report.lanes:
         return []
-    out = ["## Distro lanes", "", "Debian's own source packages with the series added, built with Debian's rules, "
+    out = ["## Packaging lanes", "", "Debian's own source packages with the series added, built with Debian's rules, "
            "installed with apt and checked (`nox -s deb-<lane>`; results/deb/<lane>/).", "",
            "| " + " | ".join(LANE_COLUMNS) + " |", "|" + " --- |" * len(LANE_COLUMNS)]
     for row in report.lanes:
@@ -555,7 +555,7 @@ def render_lanes_html(report: Report) -> str:
     if not report.lanes:
         return ""
     e = html.escape
-    out = ["<h2>Distro lanes</h2><p>Debian's own source packages with the series added, built with Debian's "
+    out = ["<h2>Packaging lanes</h2><p>Debian's own source packages with the series added, built with Debian's "
            "rules, installed with apt and checked (<code>nox -s deb-&lt;lane&gt;</code>; results/deb/&lt;lane&gt;/).</p>",
            "<table class='details' id='lanes'><tr>" + "".join(f"<th>{e(c)}</th>" for c in LANE_COLUMNS) + "</tr>"]
     for row in report.lanes:

@@ -580,7 +580,7 @@ def test_the_apt_repository_is_signed_again_every_week_before_its_valid_until_pa
     """Every Release is valid for apt_repo.DEFAULT_VALID_FOR_DAYS (Valid-Until); the scheduled run, once a week,
     signs the published repository again (--refresh-from the Pages URL) and builds no lane, so one failed run
     is tolerated before apt calls the repository expired."""
-    from cpython_perf.distro import apt_repo
+    from cpython_perf.lanes import apt_repo
 
     workflow = load("apt-repo.yml")
     [cron] = [entry["cron"] for entry in workflow["on"]["schedule"]]
@@ -608,8 +608,8 @@ def test_the_apt_repository_builds_one_lane_a_job_then_assembles():
     assert lane["strategy"]["matrix"]["lane"] == "${{ fromJSON(needs.lanes.outputs.lanes) }}"
     assert lane["strategy"]["fail-fast"] is False
     assert int(lane["timeout-minutes"]) <= 120
-    assert "lanes=" in jobs["lanes"]["steps"][-1]["run"] and "load_matrix().distros" in jobs["lanes"]["steps"][-1]["run"]
-    assert len(load_matrix().distros) >= 2
+    assert "lanes=" in jobs["lanes"]["steps"][-1]["run"] and "load_matrix().lanes" in jobs["lanes"]["steps"][-1]["run"]
+    assert len(load_matrix().lanes) >= 2
     build = next(s for s in lane["steps"] if "nox -s" in s.get("run", ""))
     assert build["env"] == {"LANE": "${{ matrix.lane }}"} and '"deb-$LANE"' in build["run"]
     [upload] = [s for s in lane["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact@")]

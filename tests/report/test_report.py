@@ -331,7 +331,7 @@ PASSED_LANE = {"result": "ok", "problems": [],
 
 
 def results_of_every_kind(root: Path) -> None:
-    """A results tree with everything the project writes: a conformance cell, the unit tests, three distro lane
+    """A results tree with everything the project writes: a conformance cell, the unit tests, three packaging lane
     runs (passed, failed, stopped) with CPython's regrtest JUnit, an external target."""
     junit(root / "3.13-fp" / "junit.xml", case("test_seed_chain[3.13-fp-perf-xoption]"))
     junit(root / "tests-junit.xml", case("test_parse", cls="tests.test_matrix"))
@@ -368,7 +368,7 @@ def test_every_kind_of_result_the_project_writes_is_read_and_rendered(tmp_path):
     assert "after its source phase" in rows["trixie-3.13-baseline"].note
     assert "the archive's package alone (baseline)" in rows["trixie-3.13-baseline"].package
     for text in (md, page):
-        assert "Distro lanes" in text and "External interpreters" in text and "1 failed, 1 did not finish" in text
+        assert "Packaging lanes" in text and "External interpreters" in text and "1 failed, 1 did not finish" in text
     assert md.startswith("# cpython-perf results\n\n**FAILED:")   # a failed lane fails the run
     assert "id='lanes'" in page and "href='deb/bookworm-3.11/build.log'" in page
 
@@ -377,10 +377,10 @@ def test_lanes_without_results_are_not_run_and_a_passed_lane_passes(tmp_path):
     junit(tmp_path / "3.13-fp" / "junit.xml", case("test_seed_chain[3.13-fp-perf-xoption]"))
     lane(tmp_path, "bookworm-3.11", **PASSED_LANE)
     rows = {row.name: row.status for row in report.lane_rows(tmp_path, MATRIX)}
-    assert rows == {"bookworm-3.11": "passed", **{name: "not run" for name in MATRIX.distros if name != "bookworm-3.11"}}
+    assert rows == {"bookworm-3.11": "passed", **{name: "not run" for name in MATRIX.lanes if name != "bookworm-3.11"}}
     built = report.build_report(MATRIX, report.latest_results(tmp_path))
     built.lanes = report.lane_rows(tmp_path, MATRIX)
-    assert "distro lanes: 1 passed" in built.verdict() and not built.verdict().startswith("FAILED")
+    assert "packaging lanes: 1 passed" in built.verdict() and not built.verdict().startswith("FAILED")
 
 
 def test_a_lane_whose_summary_is_unreadable_did_not_finish(tmp_path):

@@ -13,7 +13,7 @@ from textwrap import dedent
 
 import pytest
 
-from cpython_perf.distro import source_packages
+from cpython_perf.lanes import source_packages
 from cpython_perf.source import sources
 
 UBUNTU = "http://ubuntu-archive.invalid/ubuntu/"

@@ -1,6 +1,6 @@
-"""Build Debian's own source package of a distro lane with the version's series added, install it, check it.
+"""Build Debian's own source package of a packaging lane with the version's series added, install it, check it.
 
-`nox -s deb-<suite>-<version>` (`python -m cpython_perf deb <lane>`), for each lane of matrix.yaml `distros:`:
+`nox -s deb-<suite>-<version>` (`python -m cpython_perf deb <lane>`), for each lane of matrix.yaml `lanes:`:
 
   image     the build container of the lane's release: bootstrapped with mmdebstrap from this machine's
             archive entry (the lane's suites, the security archive for -security), with build-essential,
@@ -61,7 +61,7 @@ from ..source import sources
 from ..errors import DriverError, RuntimeFailure
 from ..image.bootstrap import bootstrap_image
 from ..image.labels import INPUTS_LABEL
-from ..matrix import PERF_C_API, PROJECT_ROOT, DistroLane, Matrix
+from ..matrix import PERF_C_API, PROJECT_ROOT, Lane, Matrix
 from ..run import containers
 
 NEW_SYMBOLS = PERF_C_API
@@ -104,7 +104,7 @@ TRAMPOLINE_CHECK = "import sys; print(sys.is_stack_trampoline_active())"
 
 def perf_version(package_version: str, revision: int = 1) -> str:
     """The version of the built packages: the archive's, +perfN (sorts right after it; matrix.yaml's
-    distros.<lane>.perf_revision is N, DistroLane.perf_version)."""
+    lanes.<lane>.perf_revision is N, Lane.perf_version)."""
     return f"{package_version}+perf{revision}"
 
 
@@ -114,7 +114,7 @@ def symbols_version(package_version: str) -> str:
     return package_version + PERF_SUFFIX + SYMBOLS_VERSION_SUFFIX
 
 
-def install_packages(lane: DistroLane) -> list[str]:
+def install_packages(lane: Lane) -> list[str]:
     """Binary packages installed into the checking images (the interpreter, its library, headers, Lib/test)."""
     v = lane.version
     return [f"python{v}", f"python{v}-minimal", f"libpython{v}", f"libpython{v}-minimal", f"libpython{v}-stdlib",
@@ -144,7 +144,7 @@ def binary_packages(dsc_text: str) -> list[str]:
 
 
 def append_series(series_text: str, names: list[str], subdir: str = PATCH_SUBDIR) -> str:
-    """debian/patches/series with names (under subdir/) appended after the distro's own patches."""
+    """debian/patches/series with names (under subdir/) appended after the distribution's own patches."""
     if not series_text.endswith("\n") and series_text:
         series_text += "\n"
     present = {line.strip() for line in series_text.splitlines()}
@@ -227,7 +227,7 @@ def entry_date(changelog: str, patch_texts) -> datetime:
     return max(dates)
 
 
-def changelog_entry(lane: DistroLane, names: list[str], symbols_added: list[str], symbols_path: str,
+def changelog_entry(lane: Lane, names: list[str], symbols_added: list[str], symbols_path: str,
                     when: datetime, distribution: str | None = None) -> str:
     """The `+perf1` entry put on top of debian/changelog."""
     version = lane.perf_version
@@ -263,7 +263,7 @@ class Prepared:
     version: str                  # version of the built packages
 
 
-def prepare_tree(tree: Path, lane: DistroLane, form_dir: Path | None, names: list[str],
+def prepare_tree(tree: Path, lane: Lane, form_dir: Path | None, names: list[str],
                  when: datetime | None = None) -> Prepared:
     """Apply the lane's edits to an unpacked source package (form_dir None: the baseline, left as is).
     The new changelog entry is dated by entry_date unless `when` is given."""
@@ -456,7 +456,7 @@ def archive_lines(suites, entries: dict[str, dict]) -> list[str]:
     return lines
 
 
-def build_image_tag(lane: DistroLane, dsc_text: str) -> str:
+def build_image_tag(lane: Lane, dsc_text: str) -> str:
     """cpython-perf-debbuild:<suite>-<hash of the suites, the tools and the .dsc's build relations>."""
     relations = [dsc_field(dsc_text, f) for f in ("Build-Depends", "Build-Depends-Arch", "Build-Depends-Indep",
                                                    "Build-Conflicts", "Build-Conflicts-Arch", "Build-Conflicts-Indep")]
@@ -485,7 +485,7 @@ exit 1
 """
 
 
-def build_image_command(lane: DistroLane, dsc: Path, tar: Path, entries: dict[str, dict]) -> list[str]:
+def build_image_command(lane: Lane, dsc: Path, tar: Path, entries: dict[str, dict]) -> list[str]:
     """mmdebstrap of the build container: the tools, then `apt-get build-dep` on the .dsc (its
     Build-Depends and Build-Depends-Indep, every profile's: the same image serves --release-grade)."""
     inside = f"/tmp/cpython-perf-dsc/{dsc.name}"
@@ -504,7 +504,7 @@ PERF_LINK_HOOK = ('[ -e "$1/usr/bin/perf" ] || for p in "$1"/usr/bin/perf_[0-9]*
                   '[ -e "$p" ] && ln -s "/usr/bin/${p##*/}" "$1/usr/local/bin/perf"; break; done')
 
 
-def install_image_command(lane: DistroLane, debs: list[Path], tar: Path, entries: dict[str, dict]) -> list[str]:
+def install_image_command(lane: Lane, debs: list[Path], tar: Path, entries: dict[str, dict]) -> list[str]:
     """mmdebstrap of a checking container: linux-perf from perf_suite, binutils, and the given .debs
     installed by apt (as `apt-get install ./x.deb`: their dependencies come from the archive)."""
     # `linux-perf/SUITE` makes apt take perf's dependencies from SUITE too where it can (bullseye's
@@ -654,7 +654,7 @@ class LanePaths:
     cache: Path
 
     @classmethod
-    def of(cls, lane: DistroLane, options: DebOptions, results_root: Path | None = None,
+    def of(cls, lane: Lane, options: DebOptions, results_root: Path | None = None,
            cache_root: Path | None = None) -> "LanePaths":
         suffix = "" if options.with_series else "-baseline"
         suffix += "-release-grade" if options.release_grade else ""
@@ -667,7 +667,7 @@ def default_cache_root() -> Path:
     return sources.default_cache_dir().parent / "deb"
 
 
-def build_key(lane: DistroLane, dsc: Path, form_files: dict[str, bytes], env: dict[str, str], image: str) -> str:
+def build_key(lane: Lane, dsc: Path, form_files: dict[str, bytes], env: dict[str, str], image: str) -> str:
     """Digest of everything the built packages are made from (the changelog entry's date too: entry_date takes
     it from the .dsc's changelog and the patches)."""
     digest = hashlib.sha256()
@@ -683,7 +683,7 @@ def build_key(lane: DistroLane, dsc: Path, form_files: dict[str, bytes], env: di
     return digest.hexdigest()
 
 
-def current_build_key(lane: DistroLane, dsc: Path, env: dict[str, str]) -> str:
+def current_build_key(lane: Lane, dsc: Path, env: dict[str, str]) -> str:
     """The build key (build_key) of a build with the series of the lane's inputs as they are now (the .dsc, the
     series' quilt form, the build image's tag, env): the cache directory of such a build is named after it."""
     from . import series_forms
@@ -697,7 +697,7 @@ def current_build_key(lane: DistroLane, dsc: Path, env: dict[str, str]) -> str:
 class LaneRun:
     """One run of `python -m cpython_perf deb <lane>`: phases timed into results/deb/<lane>/summary.json."""
 
-    def __init__(self, lane: DistroLane, matrix: Matrix, options: DebOptions, log=print,
+    def __init__(self, lane: Lane, matrix: Matrix, options: DebOptions, log=print,
                  results_root: Path | None = None, cache_root: Path | None = None):
         self.lane, self.matrix, self.options, self.log = lane, matrix, options, log
         self.paths = LanePaths.of(lane, options, results_root, cache_root)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cpython_perf.distro import deb_build, deb_reproducibility
+from cpython_perf.lanes import deb_build, deb_reproducibility
 
 needs_dpkg_deb = pytest.mark.skipif(not shutil.which("dpkg-deb"), reason="dpkg-deb is not installed")
 

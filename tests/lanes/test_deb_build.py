@@ -1,4 +1,4 @@
-"""The distro lane's Debian build (cpython_perf.distro.deb_build): command lines, the edits of the unpacked
+"""The packaging lane's Debian build (cpython_perf.lanes.deb_build): command lines, the edits of the unpacked
 source package (series, changelog, symbols), lintian parsing, option parsing.  No Docker."""
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from cpython_perf import cli
-from cpython_perf.distro import deb_build
+from cpython_perf.lanes import deb_build
 from cpython_perf.errors import DriverError
 from cpython_perf.matrix import load_matrix
 
 MATRIX = load_matrix()
-LANE = MATRIX.distro("bookworm-3.11")
+LANE = MATRIX.lane("bookworm-3.11")
 ENTRIES = {"main": {"uri": "http://archive.example/debian", "signed_by": None},
            "security": {"uri": "http://security.example/debian-security", "signed_by": None}}
 
@@ -57,7 +57,7 @@ def test_perf_version_sorts_after_the_archive_version():
                                "3.11.2-6+deb12u9"]).returncode == 0
 
 
-def test_series_names_are_appended_after_the_distros_own():
+def test_series_names_are_appended_after_the_distributions_own():
     text = deb_build.append_series("0001-debian.patch\nCVE-1.patch", ["0000-new.patch", "0001-a.patch"])
     assert text.splitlines() == ["0001-debian.patch", "CVE-1.patch", "cpython-perf/0000-new.patch",
                                  "cpython-perf/0001-a.patch"]
@@ -120,7 +120,7 @@ def test_changelog_entry():
                          "Mon, 23 Nov 2026 13:11:45 +0000")
     assert all(len(line) <= 80 for line in lines[1:-2])
     assert entry.endswith("\n\n") and "backported to 3.11.2" in entry
-    fixes = deb_build.changelog_entry(MATRIX.distro("trixie-3.13"), ["0001-gh-141579.patch"], [], "", when)
+    fixes = deb_build.changelog_entry(MATRIX.lane("trixie-3.13"), ["0001-gh-141579.patch"], [], "", when)
     assert fixes.startswith("python3.13 (3.13.5-2+deb13u5+perf1) trixie;") and "Fix the perf profiler" in fixes
     assert "symbols" not in fixes
 
@@ -232,7 +232,7 @@ def test_install_image_command_takes_perf_from_the_perf_suite(tmp_path):
     assert f"--customize-hook={deb_build.PERF_LINK_HOOK}" in cmd
     # perf from one of the lane's own suites: no /suite, which would drag its dependencies (libpython3.9!)
     # to that suite's versions
-    bullseye = deb_build.install_image_command(MATRIX.distro("bullseye-3.9"), debs, tmp_path / "r.tar", ENTRIES)
+    bullseye = deb_build.install_image_command(MATRIX.lane("bullseye-3.9"), debs, tmp_path / "r.tar", ENTRIES)
     assert bullseye[2].endswith(",linux-perf") and "linux-perf/" not in " ".join(bullseye)
     assert cmd[-3:] == ["deb http://archive.example/debian bookworm main",
                         "deb http://security.example/debian-security bookworm-security main",

@@ -1,4 +1,4 @@
-"""The SBOM (CycloneDX 1.6 JSON) of a distro lane's built packages, made and validated with the pieces of
+"""The SBOM (CycloneDX 1.6 JSON) of a packaging lane's built packages, made and validated with the pieces of
 cpython_perf/image/sbom.py (a cell image's SBOM).
 
 A lane's SBOM (`python -m cpython_perf sbom --lane LANE`), from the lane's built output
@@ -215,7 +215,7 @@ def command(matrix, args, log=print) -> int:
     from ..matrix import PROJECT_ROOT
     from .source_packages import fetch_source_package
 
-    lane = matrix.distro(args.lane)
+    lane = matrix.lane(args.lane)
     packages_dir = Path(args.packages) if args.packages else lane_packages_dir(lane)
     package = fetch_source_package(lane, log=log)
     facts = lane_facts(lane, matrix, packages_dir, package.dsc)

@@ -2,8 +2,8 @@
 version policy of the packages the lanes build.
 
 The version policy.  A lane builds Debian's `<package_version>` with the series added as
-`<package_version>+perfN` (N: matrix.yaml's distros.<lane>.perf_revision, 1 unless the packages of the same
-revision changed; DistroLane.perf_version): it sorts right above the archive's build of the same
+`<package_version>+perfN` (N: matrix.yaml's lanes.<lane>.perf_revision, 1 unless the packages of the same
+revision changed; Lane.perf_version): it sorts right above the archive's build of the same
 revision, so `apt-get install`/`upgrade` from a repository that carries it prefers it to the archive's
 identical-but-unpatched build, and below Debian's next update of the package (`+debNNu(K+1)`, a security or
 point-release upload), so that update wins as soon as the archive has it and the user is never held on an
@@ -28,7 +28,7 @@ import subprocess
 from dataclasses import dataclass
 
 from ..errors import DriverError, SourceUnavailable
-from ..matrix import DistroLane, Matrix
+from ..matrix import Lane, Matrix
 
 EXIT_STALE = 1
 EXIT_OFFLINE = 3
@@ -65,7 +65,7 @@ def next_update_version(package_version: str, suite: str) -> str:
     return f"{package_version}+deb{DEBIAN_RELEASES.get(suite, 'NN')}u1"
 
 
-def policy_problems(lane: DistroLane) -> list[str]:
+def policy_problems(lane: Lane) -> list[str]:
     """Where the lane's +perf version breaks the policy (empty: it holds)."""
     ours, archive = lane.perf_version, lane.package_version
     update = next_update_version(archive, lane.suite)
@@ -81,7 +81,7 @@ def policy_problems(lane: DistroLane) -> list[str]:
 
 @dataclass
 class LaneState:
-    lane: DistroLane
+    lane: Lane
     newest: str | None              # the archive's newest version of the source package (None: not listed)
     newest_suite: str | None
     listed: list[tuple[str, str]]   # (version, suite) as the archive lists them
@@ -113,13 +113,13 @@ class LaneState:
                     "when it names the steps")
         return (f"{head} is BEHIND the archive's {self.newest} ({self.newest_suite}){gone}: apt prefers the "
                 f"archive's build to the lane's {lane.perf_version}. Rebuild the lane on it: set "
-                f"distros.{lane.name}.package_version to {self.newest} in matrix.yaml (perf_revision back to 1), "
+                f"lanes.{lane.name}.package_version to {self.newest} in matrix.yaml (perf_revision back to 1), "
                 f"`nox -s {lane.session}` "
                 "(the series must apply after the new revision's patches), then publish the repository "
                 "(`nox -s apt-repo`)")
 
 
-def lane_state(lane: DistroLane, versions_of=None, served=None) -> LaneState:
+def lane_state(lane: Lane, versions_of=None, served=None) -> LaneState:
     """The lane against the archive; when it is behind, whether the pool serves the newer source
     (served(package, version, suites) -> bool, default source_packages.source_served)."""
     from .source_packages import archive_source_versions, source_served
@@ -135,7 +135,7 @@ def lane_state(lane: DistroLane, versions_of=None, served=None) -> LaneState:
 
 def main(matrix: Matrix, lanes: list[str] | None, log=print, versions_of=None, served=None) -> int:
     """The `deb-check` command: one line a lane; exit EXIT_STALE when one is behind."""
-    selected = [matrix.distro(n) for n in lanes] if lanes else list(matrix.distros.values())
+    selected = [matrix.lane(n) for n in lanes] if lanes else list(matrix.lanes.values())
     problems = [p for lane in selected for p in policy_problems(lane)]
     states = []
     for lane in selected:

@@ -1,9 +1,9 @@
-"""Fetch a distro lane's Debian source package, verify it, and cache it.
+"""Fetch a packaging lane's Debian source package, verify it, and cache it.
 
 The package comes from this machine's own apt archive (deb-src entries
 derived from its apt sources for the lane's suites, the security archive for
 a -security suite; no mirror host is written into the project), exactly the
-version matrix.yaml pins (`distros.<lane>.package_version`).  Two checks, both
+version matrix.yaml pins (`lanes.<lane>.package_version`).  Two checks, both
 on every use:
 
   1. the signed index: `apt-get source --print-uris` gives, from the Sources
@@ -33,7 +33,7 @@ from pathlib import Path
 
 from ..source import sources
 from ..errors import HashMismatch, SourceUnavailable
-from ..matrix import DistroLane
+from ..matrix import Lane
 
 CACHE_ENV = "CPYTHON_PERF_DEBIAN_SOURCE_CACHE"
 INDEX_FILE = "INDEX-SHA256"
@@ -168,7 +168,7 @@ def apt_sandbox(apt: Path, suites, entries: dict[str, dict], cwd: Path | None = 
     under apt (a directory of the caller's): `apt_get("update")`, `apt_get("showsrc", p, tool="apt-cache")`."""
     for d in ("parts", "lists/partial", "cache/archives/partial"):
         (apt / d).mkdir(parents=True, exist_ok=True)
-    (apt / "parts" / "cpython-perf-distro.sources").write_text(deb_src_stanzas(suites, entries))
+    (apt / "parts" / "cpython-perf-lanes.sources").write_text(deb_src_stanzas(suites, entries))
     options = ["-o", "Dir::Etc::SourceList=/dev/null", "-o", f"Dir::Etc::SourceParts={apt / 'parts'}",
                "-o", f"Dir::State::Lists={apt / 'lists'}", "-o", f"Dir::Cache={apt / 'cache'}",
                "-o", "APT::Sandbox::User=root", "-q"]
@@ -240,7 +240,7 @@ def parse_madison(text: str) -> list[tuple[str, str]]:
     return found
 
 
-def fetch_source_package(lane: DistroLane, cache_dir: Path | None = None, log=print) -> SourcePackage:
+def fetch_source_package(lane: Lane, cache_dir: Path | None = None, log=print) -> SourcePackage:
     """The lane's source package (package_version exactly), verified, from the cache or the archive.
 
     Raises SourceUnavailable when the archive cannot be reached or no longer
@@ -277,7 +277,7 @@ def fetch_source_package(lane: DistroLane, cache_dir: Path | None = None, log=pr
             raise SourceUnavailable(
                 f"Debian source package {package} {version} is not in {', '.join(lane.suites)} of this machine's "
                 f"archive (it lists {', '.join(sorted(set(listed))) or 'no version'}). Prove the series on a "
-                f"version the archive carries and set distros.{lane.name}.package_version in matrix.yaml to it.")
+                f"version the archive carries and set lanes.{lane.name}.package_version in matrix.yaml to it.")
         proc = apt_get("source", "--download-only", spec)
         if proc.returncode != 0:
             raise SourceUnavailable(f"{package} {version}: apt-get source failed (the index lists it, the pool "

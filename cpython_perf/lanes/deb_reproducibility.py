@@ -46,7 +46,7 @@ from pathlib import Path
 from .. import host
 from ..image import reproducibility
 from ..errors import RuntimeFailure
-from ..matrix import PROJECT_ROOT, DistroLane, Matrix
+from ..matrix import PROJECT_ROOT, Lane, Matrix
 from ..source import sources
 from .deb_build import BuildConditions, DebOptions, LaneRun, build_environment, default_cache_root
 
@@ -157,7 +157,7 @@ def compare_packages(a: Path, b: Path, a_debs: list[str], b_debs: list[str], scr
     return {"packages": packages, "differences": differences}
 
 
-def run(lane: DistroLane, matrix: Matrix, log=print, out: Path | None = None, same_cpus: bool = False,
+def run(lane: Lane, matrix: Matrix, log=print, out: Path | None = None, same_cpus: bool = False,
         other_build_path: bool = False) -> dict:
     """Build lane twice (a: as `deb` builds it; b: VARIATION), compare their .debs; return (and write) the summary
     ("unexplained": the differing paths without a known reason)."""
