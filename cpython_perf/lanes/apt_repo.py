@@ -107,7 +107,7 @@ def find_lane_build(lane: Lane, cache_root: Path | None = None, current=None) ->
     """The newest wanted build of the lane in the cache, or None.  current: a function of the build's
     environment giving the lane's build key now (deb_build.current_build_key); with it, builds of other
     inputs (an older series or .dsc) are not taken."""
-    from .deb_build import default_cache_root
+    from .run_record import default_cache_root
 
     found = []
     for done_file in sorted(Path(cache_root or default_cache_root()).joinpath(lane.name).glob("*/DONE")):

@@ -14,7 +14,7 @@ from ..matrix import load_matrix
 from ..progress import add_verbose_option
 from ..source import patches, sources
 from ..subcommands import Command, log
-from . import apt_repo, deb_build, deb_check, deb_reproducibility, series_forms, source_check
+from . import apt_repo, deb_check, deb_reproducibility, lane_run, run_record, series_forms, source_check
 from . import sbom as lane_sbom
 
 
@@ -96,10 +96,10 @@ def _deb_arguments(parser) -> None:
 
 def _deb(args) -> None:
     matrix = load_matrix(args.matrix)
-    options = deb_build.DebOptions(release_grade=args.release_grade, with_series=not args.without_series,
-                                   jobs=args.jobs, rebuild=args.rebuild, checks=not args.no_checks,
-                                   lintian=not args.no_lintian)
-    summary = deb_build.LaneRun(matrix.lane(args.lane), matrix, options, log).run()
+    options = run_record.DebOptions(release_grade=args.release_grade, with_series=not args.without_series,
+                                    jobs=args.jobs, rebuild=args.rebuild, checks=not args.no_checks,
+                                    lintian=not args.no_lintian)
+    summary = lane_run.LaneRun(matrix.lane(args.lane), matrix, options, log).run()
     print(json.dumps({k: summary[k] for k in ("lane", "version", "phases", "images") if k in summary}))
 
 

@@ -48,7 +48,9 @@ from ..image import reproducibility
 from ..errors import RuntimeFailure
 from ..matrix import PROJECT_ROOT, Lane, Matrix
 from ..source import sources
-from .deb_build import BuildConditions, DebOptions, LaneRun, build_environment, default_cache_root
+from .deb_build import BuildConditions, build_environment
+from .lane_run import LaneRun
+from .run_record import DebOptions, default_cache_root
 
 RESULTS_ROOT = PROJECT_ROOT / "results" / "deb-reproducibility"
 CONTAINER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

@@ -91,7 +91,7 @@ class LaneFacts:
 def lane_facts(lane, matrix, packages_dir: Path, dsc: Path) -> LaneFacts:
     """The facts of a lane's built output directory, after checking it was built from the lane's current
     inputs (its build key is computed again and must name the directory)."""
-    from . import deb_build, series_forms
+    from . import deb_build, images, series_forms, source_tree
     from .source_packages import dsc_checksums
 
     packages_dir = Path(packages_dir)
@@ -136,8 +136,8 @@ def lane_facts(lane, matrix, packages_dir: Path, dsc: Path) -> LaneFacts:
         package_version=lane.package_version, built_version=done.get("version", ""), dsc_name=dsc.name,
         dsc_sha256=sha256_of(dsc),
         dsc_files=tuple((n, size, sha) for n, (size, sha) in sorted(dsc_checksums(dsc_text).items())),
-        patches=tuple(PatchFile.of(f"debian/patches/{deb_build.PATCH_SUBDIR}/{n}", form_files[n]) for n in names),
-        environment=tuple(sorted(env.items())), build_key=key, build_image=deb_build.build_image_tag(lane, dsc_text), debs=tuple(debs),
+        patches=tuple(PatchFile.of(f"debian/patches/{source_tree.PATCH_SUBDIR}/{n}", form_files[n]) for n in names),
+        environment=tuple(sorted(env.items())), build_key=key, build_image=images.build_image_tag(lane, dsc_text), debs=tuple(debs),
         buildinfo_name=buildinfo, buildinfo_sha256=buildinfo_sha, build_depends=tuple(build_depends),
         built_at=built_at, symbols_added=tuple(done.get("symbols_added", [])))
 
@@ -188,9 +188,9 @@ def lane_bom(facts: LaneFacts) -> str:
 
 def lane_packages_dir(lane, cache_root: Path | None = None) -> Path:
     """The lane's one finished build with the series (DONE with_series), or an error naming the choice."""
-    from . import deb_build
+    from . import run_record
 
-    root = Path(cache_root or deb_build.default_cache_root()) / lane.name
+    root = Path(cache_root or run_record.default_cache_root()) / lane.name
     found = []
     for done in sorted(root.glob("*/DONE")):
         try:

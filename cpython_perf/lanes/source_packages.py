@@ -93,6 +93,24 @@ def dsc_checksums(dsc_text: str) -> dict[str, tuple[int, str]]:
     return files
 
 
+def dsc_field(dsc_text: str, name: str) -> str:
+    """A field of a .dsc (continuation lines joined), '' if absent."""
+    value, inside = [], False
+    for line in dsc_text.splitlines():
+        if inside and line[:1] in (" ", "\t"):
+            value.append(line.strip())
+            continue
+        inside = False
+        if line.lower().startswith(name.lower() + ":"):
+            value.append(line.split(":", 1)[1].strip())
+            inside = True
+    return " ".join(v for v in value if v)
+
+
+def binary_packages(dsc_text: str) -> list[str]:
+    return [p.strip() for p in dsc_field(dsc_text, "Binary").split(",") if p.strip()]
+
+
 def verify_files(directory: Path, expected: dict[str, tuple[int, str]], what: str) -> list[str]:
     """Problems (empty: none) of the files in directory against {name: (size, sha256)}."""
     problems = []

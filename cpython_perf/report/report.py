@@ -53,7 +53,7 @@ mode): works (passed) or does not work (skipped, or FAIL where the mode was
 expected) with the diagnosed reason, and a line per target summing up its
 check scripts.
 
-Packaging lanes.  A deb lane (`nox -s deb-<suite>-<version>`, cpython_perf.lanes.deb_build) writes
+Packaging lanes.  A deb lane (`nox -s deb-<suite>-<version>`, cpython_perf.lanes.lane_run) writes
 results/deb/<lane>[-baseline][-release-grade]/: summary.json (its phases and their times, the checks of
 the installed packages, the regrtest comparison with the archive's packages, the problems found) and
 CPython's own regrtest JUnit of both package sets (regrtest-<image tag>-junit.xml).  Those JUnit files
@@ -107,7 +107,7 @@ SEED_FLAMEGRAPH = "seed-flamegraph.svg"
 PLAN_FILE = "plan.json"               # the CI run's plan (cpython_perf.ci.plan), downloaded by the report job
 MISSING_IMAGES = "missing-images.txt"  # results/<cell>/: the images a selected cell's job could not load
 CELL_JUNIT_DIR = "junit"   # results/junit/<cell>.xml: the report's consolidated JUnit file of each cell
-LANES_DIR = "deb"          # results/deb/<lane run>/: what a packaging lane wrote (cpython_perf.lanes.deb_build)
+LANES_DIR = "deb"          # results/deb/<lane run>/: what a packaging lane wrote (cpython_perf.lanes.lane_run)
 LANE_SUMMARY = "summary.json"
 LANE_LOGS = ("build.log", "lintian-diff.txt", "checks.log")   # linked from the lane's row where present
 FLAME_GRAPH_NOTE = (
@@ -437,7 +437,7 @@ def cell_files(results_dir: Path, cells) -> tuple[dict[str, list[str]], dict[str
 
 
 # --------------------------------------------------------------------------
-# Packaging lanes (cpython_perf.lanes.deb_build)
+# Packaging lanes (cpython_perf.lanes.lane_run)
 
 LANE_RAN = ("passed", "failed", "did not finish", "incomplete")   # a lane run's status; else "not run"
 LANE_COLUMNS = ("lane", "status", "package", "phases (s)", "installed packages", "CPython's regrtest",

@@ -18,7 +18,7 @@ pytest.importorskip("cyclonedx.validation.json", reason="cyclonedx-python-lib is
 
 from cpython_perf import cli
 from cpython_perf.image import pipeline, sbom
-from cpython_perf.lanes import deb_build, series_forms  # noqa: E402
+from cpython_perf.lanes import deb_build, images, series_forms, source_tree  # noqa: E402
 from cpython_perf.lanes import sbom as lane_sbom  # noqa: E402
 from cpython_perf.errors import DriverError  # noqa: E402
 from cpython_perf.matrix import PROJECT_ROOT, load_matrix  # noqa: E402
@@ -213,10 +213,10 @@ def _lane_output(tmp: Path, *, key: str | None = None, with_series: bool = True)
     form = tmp / "form"
     names = series_forms.write_quilt_form(LANE.patch_series, form)
     form_files = {p.name: p.read_bytes() for p in sorted(form.iterdir())}
-    real_key = deb_build.build_key(LANE, dsc, form_files, env, deb_build.build_image_tag(LANE, dsc.read_text()))
+    real_key = deb_build.build_key(LANE, dsc, form_files, env, images.build_image_tag(LANE, dsc.read_text()))
     out = tmp / "deb" / LANE.name / (key or real_key[:16])
     out.mkdir(parents=True)
-    version = deb_build.perf_version(LANE.package_version)
+    version = source_tree.perf_version(LANE.package_version)
     debs = [f"libpython3.11_{version}_amd64.deb", f"python3.11_{version}_amd64.deb",
             f"libpython3.11-testsuite_{version}_all.deb"]
     for name in debs:

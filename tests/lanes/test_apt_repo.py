@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from cpython_perf.lanes import apt_repo, deb_check
-from cpython_perf.lanes.deb_build import perf_version
+from cpython_perf.lanes.source_tree import perf_version
 from cpython_perf.errors import DriverError, RuntimeFailure
 from cpython_perf.matrix import load_matrix
 
@@ -451,9 +451,9 @@ def test_a_directory_that_is_not_a_repository_is_not_replaced(tmp_path, signing)
 
 def test_the_command_line_says_what_is_missing(tmp_path, monkeypatch):
     from cpython_perf import cli
-    from cpython_perf.lanes import deb_build
+    from cpython_perf.lanes import run_record
 
-    monkeypatch.setattr(deb_build, "default_cache_root", lambda: tmp_path)
+    monkeypatch.setattr(run_record, "default_cache_root", lambda: tmp_path)
     # the fake build is of the lane's current inputs (its source package is not fetched)
     monkeypatch.setattr(apt_repo, "current_keys", lambda log=print: lambda lane: lambda env: "0" * 64)
     proc_err = []
@@ -476,7 +476,7 @@ def test_the_security_archive_can_be_named_like_the_main_one(monkeypatch):
     assert entries["main"]["uri"] == "http://mirror.invalid/debian"
     assert entries["security"] == {"uri": "http://mirror.invalid/debian-security", "signed_by": None}
     assert "deb http://mirror.invalid/debian-security bookworm-security main" in \
-        __import__("cpython_perf.lanes.deb_build", fromlist=["x"]).archive_lines(["bookworm-security"], entries)
+        __import__("cpython_perf.lanes.images", fromlist=["x"]).archive_lines(["bookworm-security"], entries)
     assert sources.DEBIAN_ARCHIVE_ENV == "CPYTHON_PERF_DEBIAN_ARCHIVE"
 
 
@@ -504,7 +504,7 @@ def test_perf_revision_n_moves_the_version_and_the_build_but_not_the_symbols():
     """A second build of the same Debian revision (a series change) is +perf2: above +perf1, still below
     Debian's next update; the build cache key changes with it (+perf1 keys stay as they were), the minimal
     version of the added symbols stays +perf1~ (which +perf2 satisfies)."""
-    from cpython_perf.lanes import deb_build
+    from cpython_perf.lanes import deb_build, source_tree
 
     lane = MATRIX.lanes["bookworm-3.11"]
     second = dataclasses.replace(lane, perf_revision=2)
@@ -512,12 +512,12 @@ def test_perf_revision_n_moves_the_version_and_the_build_but_not_the_symbols():
     assert second.perf_version == "3.11.2-6+deb12u8+perf2"
     assert deb_check.compare_versions(second.perf_version, "gt", lane.perf_version)
     assert deb_check.policy_problems(second) == []
-    assert deb_build.symbols_version(lane.package_version) == "3.11.2-6+deb12u8+perf1~"
-    assert deb_check.compare_versions(second.perf_version, "ge", deb_build.symbols_version(lane.package_version))
+    assert source_tree.symbols_version(lane.package_version) == "3.11.2-6+deb12u8+perf1~"
+    assert deb_check.compare_versions(second.perf_version, "ge", source_tree.symbols_version(lane.package_version))
     dsc = Path(__file__)   # any file: the key hashes its bytes
     keys = {n: deb_build.build_key(dataclasses.replace(lane, perf_revision=n), dsc, {}, {}, "img") for n in (1, 2)}
     assert keys[1] != keys[2]
-    entry = deb_build.changelog_entry(second, ["a.patch"], [], "", __import__("datetime").datetime(2026, 1, 1))
+    entry = source_tree.changelog_entry(second, ["a.patch"], [], "", __import__("datetime").datetime(2026, 1, 1))
     assert entry.startswith("python3.11 (3.11.2-6+deb12u8+perf2) bookworm; urgency=medium")
 
 

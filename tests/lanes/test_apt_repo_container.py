@@ -144,7 +144,7 @@ def pristine(docker_client):
 
 def archive_line(suite: str) -> str:
     """This machine's archive entry for a suite (-security from its security archive), as the lanes use it."""
-    from cpython_perf.lanes.deb_build import archive_lines
+    from cpython_perf.lanes.images import archive_lines
     from cpython_perf.lanes.source_packages import archive_entries
 
     line = archive_lines([suite], archive_entries())[0]
