@@ -47,6 +47,9 @@ SPEC_VERSION = "1.6"
 IMAGE_SBOM_PATH = "/opt/cpython/share/sbom/cpython.cdx.json"
 SBOM_LABEL = "org.cpython-perf.sbom"          # "sha256:<hex>" of the file at IMAGE_SBOM_PATH
 PROPERTY = "cpython-perf"                     # namespace of this project's CycloneDX properties
+# purl namespace of the cells' base images' packages: they are Debian's (matrix.yaml base_suite); a packaging
+# lane's packages take their distribution's (matrix.yaml distributions.<key>.purl_namespace)
+BASE_NAMESPACE = "debian"
 DEP3_PROPERTIES = ("Description", "Origin", "Forwarded", "Bug", "Applied-Upstream", "Author", "Last-Update")
 INSTALL_HINT = "pip install 'cyclonedx-python-lib[json-validation]>=11,<12' (a dependency of cpython-perf)"
 SERIES_NOTE = ("The patches are applied in the order of their files' cpython-perf:series-position property "
@@ -171,13 +174,13 @@ class PatchFile:
 # building the document
 
 
-def _purl_deb(name: str, version: str, arch: str, distro: str = ""):
+def _purl_deb(name: str, version: str, arch: str, distro: str = "", namespace: str = BASE_NAMESPACE):
     from packageurl import PackageURL
 
     qualifiers = {"arch": arch} if arch else {}
     if distro:
         qualifiers["distro"] = distro
-    return PackageURL(type="deb", namespace="debian", name=name, version=version, qualifiers=qualifiers)
+    return PackageURL(type="deb", namespace=namespace, name=name, version=version, qualifiers=qualifiers)
 
 
 def _properties(model, pairs) -> list:
@@ -259,10 +262,10 @@ def validate(text: str) -> str | None:
 
 
 def _package_components(model, component, packages: list[DebPackage], distro: str, scope=None,
-                        role: str = "base-image") -> list:
+                        role: str = "base-image", namespace: str = BASE_NAMESPACE) -> list:
     out = []
     for p in packages:
-        purl = _purl_deb(p.name, p.version, p.arch, distro)
+        purl = _purl_deb(p.name, p.version, p.arch, distro, namespace)
         out.append(component.Component(
             type=component.ComponentType.LIBRARY, name=p.name, version=p.version, purl=purl,
             bom_ref=purl.to_string(), scope=scope,
@@ -473,8 +476,8 @@ def sbom_results_path(cell_name: str) -> Path:
 
 
 def distro_of(suite: str) -> str:
-    """The purl distro qualifier of a Debian suite (debian-<suite>)."""
-    return f"debian-{suite}"
+    """The purl distro qualifier of a base suite's packages (debian-<suite>)."""
+    return f"{BASE_NAMESPACE}-{suite}"
 
 
 # --------------------------------------------------------------------------

@@ -58,7 +58,6 @@ from pathlib import Path
 
 from ..errors import DriverError, RuntimeFailure
 from ..matrix import PROJECT_ROOT, Lane, Matrix
-from .deb_check import DEBIAN_RELEASES
 
 ORIGIN = "cpython-perf"
 LABEL = "cpython-perf"
@@ -203,7 +202,7 @@ def suites_of(builds: list[LaneBuild]) -> dict[str, list[LaneBuild]]:
 
 
 def suite_description(suite: str, builds: list[LaneBuild]) -> str:
-    release = f"Debian {DEBIAN_RELEASES[suite]} ({suite})" if suite in DEBIAN_RELEASES else f"Debian {suite}"
+    release = builds[0].lane.distribution.release_title(suite)
     packages = ", ".join(f"{b.lane.source_package} {b.version}" for b in builds)
     return f"CPython with perf profiler support (-X perf, -X perf_jit) for {release}: {packages}"
 

@@ -1,5 +1,5 @@
-"""The packaging lane's subcommands of `python -m cpython_perf`: check-series, series-forms, deb,
-deb-reproducibility, deb-check, apt-repo, and sbom (a cell's image, or a lane's packages)."""
+"""The packaging lanes' subcommands of `python -m cpython_perf`: check-series, series-forms, deb,
+deb-reproducibility, deb-check, lane-keyrings, apt-repo, and sbom (a cell's image, or a lane's packages)."""
 
 from __future__ import annotations
 
@@ -139,6 +139,18 @@ def _deb_check(args) -> int:
     return deb_check.main(load_matrix(args.matrix), args.lanes, log)
 
 
+def _lane_keyrings_arguments(parser) -> None:
+    parser.add_argument("lanes", nargs="*", help="lanes of matrix.yaml lanes: (default: all)")
+
+
+def _lane_keyrings(args) -> int:
+    matrix = load_matrix(args.matrix)   # checks each keyring against its keyring_sha256
+    selected = [matrix.lane(n) for n in args.lanes] if args.lanes else list(matrix.lanes.values())
+    for keyring in dict.fromkeys(lane.distribution.keyring for lane in selected):
+        print(keyring)
+    return 0
+
+
 def _apt_repo(args) -> int:
     return apt_repo.main(load_matrix(args.matrix), args, log)
 
@@ -163,6 +175,10 @@ COMMANDS = (
             _deb_reproducibility_arguments, _deb_reproducibility),
     Command("deb-check", "is each deb lane on the archive's newest revision of its source package? (exit 1: a "
                          "lane is behind; cpython_perf/lanes/deb_check.py)", _deb_check_arguments, _deb_check),
+    Command("lane-keyrings", "the archive keyrings of the lanes' distributions (matrix.yaml distributions:, "
+                             "each checked against its keyring_sha256), one path a line: what a machine installs "
+                             "for apt and mmdebstrap to trust the lanes' archives", _lane_keyrings_arguments,
+            _lane_keyrings),
     Command("apt-repo", "the built deb lanes' packages as a signed apt repository, one suite per Debian release "
                         "(reprepro; cpython_perf/lanes/apt_repo.py)", apt_repo.add_arguments, _apt_repo),
 )

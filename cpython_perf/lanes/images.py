@@ -12,11 +12,11 @@ from pathlib import Path
 from .. import host
 from ..image.bootstrap import bootstrap_image
 from ..image.labels import INPUTS_LABEL
-from ..matrix import Lane
+from ..matrix import Distribution, Lane
 from ..source import sources
 from .docker_run import image_label
 from .run_record import DebOptions, run_suffix, scratch_dir
-from .source_packages import dsc_field
+from .source_packages import dsc_field, entry_for
 
 BUILD_TOOLS = ("build-essential", "dpkg-dev", "devscripts", "fakeroot", "lintian", "quilt", "ca-certificates")
 RUNTIME_TOOLS = ("binutils", "procps", "ca-certificates", "gcc", "libc6-dev")   # cc: the suite's C checks
@@ -25,14 +25,10 @@ IMAGE_REPOSITORY = "cpython-perf-deb"
 MMDEBSTRAP_DEB_HOOK = "/usr/share/mmdebstrap/hooks/file-mirror-automount"
 
 
-def archive_lines(suites, entries: dict[str, dict]) -> list[str]:
-    """One-line apt entries for mmdebstrap: each suite from this machine's archive (-security from its
-    security archive); the keyring is the host's, as mmdebstrap uses it."""
-    lines = []
-    for suite in dict.fromkeys(suites):
-        entry = entries.get("security", entries["main"]) if suite.endswith("-security") else entries["main"]
-        lines.append(f"deb {entry['uri']} {suite} main")
-    return lines
+def archive_lines(distribution: Distribution, suites, entries: dict[str, dict]) -> list[str]:
+    """One-line apt entries for mmdebstrap: each suite from this machine's archive of the distribution (a
+    security suite from its security archive); the keyring is the host's, as mmdebstrap uses it."""
+    return [f"deb {entry_for(distribution, suite, entries)['uri']} {suite} main" for suite in dict.fromkeys(suites)]
 
 
 def build_image_tag(lane: Lane, dsc_text: str) -> str:
@@ -74,7 +70,7 @@ def build_image_command(lane: Lane, dsc: Path, tar: Path, entries: dict[str, dic
             f"--customize-hook=chroot \"$1\" sh -c {shlex.quote(BUILD_DEP_SCRIPT)} build-dep "
             f"{shlex.quote(inside)} {shlex.quote(lane.suite)}",
             "--customize-hook=rm -rf \"$1/tmp/cpython-perf-dsc\"",
-            lane.suite, str(tar), *archive_lines(lane.suites, entries)]
+            lane.suite, str(tar), *archive_lines(lane.distribution, lane.suites, entries)]
 
 
 # bullseye's linux-perf-5.10 ships only /usr/bin/perf_5.10 (the /usr/bin/perf wrapper of linux-base, not
@@ -93,7 +89,7 @@ def install_image_command(lane: Lane, debs: list[Path], tar: Path, entries: dict
     return ["mmdebstrap", "--variant=apt", f"--include={','.join(RUNTIME_TOOLS)},{perf}",
             *[f"--include={deb}" for deb in debs], f"--hook-dir={MMDEBSTRAP_DEB_HOOK}",
             f"--customize-hook={PERF_LINK_HOOK}",
-            lane.suite, str(tar), *archive_lines([*lane.suites, lane.perf_suite], entries)]
+            lane.suite, str(tar), *archive_lines(lane.distribution, [*lane.suites, lane.perf_suite], entries)]
 
 
 def install_image_tags(lane: Lane, options: DebOptions) -> dict[str, str]:

@@ -44,10 +44,10 @@ class LaneRun:
 
     @property
     def entries(self) -> dict:
-        """This machine's archive entries (source_packages.archive_entries), read once."""
+        """This machine's archive entries of the lane's distribution (source_packages.archive_entries), read once."""
         if self._entries is None:
             from .source_packages import archive_entries
-            self._entries = archive_entries()
+            self._entries = archive_entries(self.lane.distribution)
         return self._entries
 
     def run(self) -> dict:

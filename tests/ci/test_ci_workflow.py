@@ -540,6 +540,18 @@ def test_the_debian_keyring_is_pinned_in_the_repository():
         assert "Debian Archive Automatic Signing Key (13/trixie)" in shown.stdout
 
 
+def test_the_lanes_jobs_install_the_keyrings_matrix_yaml_pins():
+    """The lanes' jobs install each distribution's keyring through `lane-keyrings` (which checks it against its
+    sha256 in matrix.yaml), the one keys/README.md names; none installs a keyring file by name."""
+    debian = load_matrix().distributions["debian"]
+    assert debian.keyring_sha256 in (PROJECT_ROOT / "keys" / "README.md").read_text()
+    assert debian.keyring_sha256 in (WORKFLOWS / "image.yml").read_text()
+    for name in ("apt-repo.yml", "pins.yml"):
+        text = (WORKFLOWS / name).read_text()
+        assert "$(python -m cpython_perf lane-keyrings)" in text, name
+        assert "keys/debian-archive-keyring.gpg" not in text, name
+
+
 def test_docker_is_checked_first_on_every_runner():
     for name in ("image.yml", "cell.yml"):
         [job] = load(name)["jobs"].values()

@@ -26,6 +26,7 @@ from cpython_perf.matrix import load_matrix
 
 MATRIX = load_matrix()
 LANES = list(MATRIX.lanes.values())
+DEBIAN = MATRIX.distributions["debian"]
 
 
 def needs(*tools):
@@ -41,7 +42,7 @@ def needs(*tools):
 @pytest.mark.parametrize("lane", LANES, ids=lambda lane: lane.name)
 def test_perf_version_sorts_between_the_archives_build_and_debians_next_update(lane):
     ours = perf_version(lane.package_version)
-    update = deb_check.next_update_version(lane.package_version, lane.suite)
+    update = deb_check.next_update_version(lane.package_version, lane.suite, DEBIAN)
     assert deb_check.compare_versions(ours, "gt", lane.package_version)
     assert deb_check.compare_versions(ours, "lt", update)
     assert deb_check.policy_problems(lane) == []
@@ -50,15 +51,15 @@ def test_perf_version_sorts_between_the_archives_build_and_debians_next_update(l
 def test_the_bookworm_case_in_dpkgs_words():
     assert deb_check.compare_versions("3.11.2-6+deb12u8+perf1", "gt", "3.11.2-6+deb12u8")
     assert deb_check.compare_versions("3.11.2-6+deb12u8+perf1", "lt", "3.11.2-6+deb12u9")
-    assert deb_check.next_update_version("3.11.2-6+deb12u8", "bookworm") == "3.11.2-6+deb12u9"
-    assert deb_check.next_update_version("3.13.5-2+deb13u5", "trixie") == "3.13.5-2+deb13u6"
+    assert deb_check.next_update_version("3.11.2-6+deb12u8", "bookworm", DEBIAN) == "3.11.2-6+deb12u9"
+    assert deb_check.next_update_version("3.13.5-2+deb13u5", "trixie", DEBIAN) == "3.13.5-2+deb13u6"
 
 
 def test_a_release_revision_without_an_update_suffix_breaks_the_rule_and_is_reported():
     # +perf1 sorts ABOVE Debian's first update of a release's own revision ('d' < 'p'): refused
     lane = MATRIX.lanes["bookworm-3.11"]
     bare = dataclasses.replace(lane, package_version="3.11.2-6")
-    assert deb_check.next_update_version("3.11.2-6", "bookworm") == "3.11.2-6+deb12u1"
+    assert deb_check.next_update_version("3.11.2-6", "bookworm", DEBIAN) == "3.11.2-6+deb12u1"
     assert not deb_check.compare_versions("3.11.2-6+perf1", "lt", "3.11.2-6+deb12u1")
     problems = deb_check.policy_problems(bare)
     assert any("does not sort below Debian's next update 3.11.2-6+deb12u1" in p for p in problems)
@@ -472,11 +473,11 @@ def test_the_security_archive_can_be_named_like_the_main_one(monkeypatch):
 
     monkeypatch.setenv("CPYTHON_PERF_DEBIAN_ARCHIVE", "http://mirror.invalid/debian")
     monkeypatch.setenv("CPYTHON_PERF_DEBIAN_SECURITY_ARCHIVE", "http://mirror.invalid/debian-security")
-    entries = source_packages.archive_entries()
+    entries = source_packages.archive_entries(DEBIAN)
     assert entries["main"]["uri"] == "http://mirror.invalid/debian"
     assert entries["security"] == {"uri": "http://mirror.invalid/debian-security", "signed_by": None}
     assert "deb http://mirror.invalid/debian-security bookworm-security main" in \
-        __import__("cpython_perf.lanes.images", fromlist=["x"]).archive_lines(["bookworm-security"], entries)
+        __import__("cpython_perf.lanes.images", fromlist=["x"]).archive_lines(DEBIAN, ["bookworm-security"], entries)
     assert sources.DEBIAN_ARCHIVE_ENV == "CPYTHON_PERF_DEBIAN_ARCHIVE"
 
 

@@ -147,7 +147,8 @@ def archive_line(suite: str) -> str:
     from cpython_perf.lanes.images import archive_lines
     from cpython_perf.lanes.source_packages import archive_entries
 
-    line = archive_lines([suite], archive_entries())[0]
+    debian = MATRIX.distributions["debian"]
+    line = archive_lines(debian, [suite], archive_entries(debian))[0]
     return line.replace("deb ", "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] ", 1)
 
 
@@ -244,9 +245,10 @@ def test_deb_check_downloads_the_dsc_of_the_lanes_own_revision(served):
     from cpython_perf.errors import SourceUnavailable
 
     lane = served["lane"]
-    assert source_served(lane.source_package, lane.package_version, lane.suites)
+    assert source_served(lane.source_package, lane.package_version, lane.suites, lane.distribution)
     with pytest.raises(SourceUnavailable, match="is not listed"):
-        source_served(lane.source_package, lane.package_version + "+nosuchrevision1", lane.suites)
+        source_served(lane.source_package, lane.package_version + "+nosuchrevision1", lane.suites,
+                      lane.distribution)
 
 
 # apt's words: gpgv's BADSIG (bookworm), sqv's "Message has been manipulated" (trixie), then "is not signed"

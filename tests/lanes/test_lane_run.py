@@ -45,7 +45,7 @@ def _fake_world(monkeypatch, tmp_path: Path) -> list[str]:
     monkeypatch.setattr(source_packages, "fetch_source_package",
                         lambda lane, log=print: SourcePackage("python3.11", LANE.package_version, dsc, (dsc,)))
     monkeypatch.setattr(source_packages, "archive_entries",
-                        lambda: {"main": {"uri": "http://archive.invalid/debian", "signed_by": None}})
+                        lambda distribution: {"main": {"uri": "http://archive.invalid/debian", "signed_by": None}})
     monkeypatch.setattr(images, "image_label", lambda tag: None)
     monkeypatch.setattr(images, "bootstrap_image", lambda client, cmd, tar, tag, log, **k: steps.append(f"image {tag}"))
 

@@ -34,7 +34,7 @@ def test_every_lane_builds_the_pinned_upstream_release():
     ("  bookworm-3.11:\n", "  bookworm311:\n", "bookworm311:", "must be named <suite>-<version>"),
     ("  bookworm-3.11:\n", "  bookworm-3.12:\n", "bookworm-3.12:", "3.12 has no patch series to add"),
     ("package_version: 3.11.2-6+deb12u8", "package_version: 3.11.2", "package_version: 3.11.2",
-     "must be a Debian revision"),
+     "must be a version with a revision"),
     ("package_version: 3.11.2-6+deb12u8", "package_version: 3.13.5-2", "package_version: 3.13.5-2",
      "is not a 3.11 release"),
     ("perf_suite: bookworm-backports", "perf_suite: trixie", "perf_suite: trixie", "must be bookworm or one of"),
@@ -100,6 +100,7 @@ def test_print_uris_lines_give_the_signed_index_hashes():
 def test_deb_src_stanzas_take_security_suites_from_the_security_archive():
     entries = {"main": {"uri": "http://main.invalid/debian", "signed_by": "/k.gpg"},
                "security": {"uri": "http://sec.invalid/debian-security", "signed_by": "/k.gpg"}}
-    text = source_packages.deb_src_stanzas(["bookworm", "bookworm-security"], entries)
+    text = source_packages.deb_src_stanzas(load_matrix().distributions["debian"], ["bookworm", "bookworm-security"],
+                                            entries)
     assert "URIs: http://main.invalid/debian\nSuites: bookworm\n" in text
     assert "URIs: http://sec.invalid/debian-security\nSuites: bookworm-security\n" in text
