@@ -222,7 +222,7 @@ def _cell_sessions(cell):
 
 @nox.session(default=False)
 def sbom(session):
-    """The SBOM (CycloneDX JSON, validated) of a built cell image or a built distro lane:
+    """The SBOM (CycloneDX JSON, validated) of a built cell image or a built packaging lane:
     nox -s sbom -- 3.13-fp [--attach] | nox -s sbom -- --lane bookworm-3.11 (results/sbom/)."""
     _install(session)
     _driver(session, "sbom", *session.posargs)
@@ -273,7 +273,7 @@ def fedora_build(session):
     3.13): nox -s fedora-build -- 3.11 3.13."""
     _install(session)
     versions = ",".join(session.posargs) or "3.13"
-    session.run("python", "-m", "pytest", "tests/distro/test_series_forms.py", "-m", "fedora_build", "-ra", "-s",
+    session.run("python", "-m", "pytest", "tests/lanes/test_series_forms.py", "-m", "fedora_build", "-ra", "-s",
                 env={"CPYTHON_PERF_FEDORA_BUILD": versions})
 
 
@@ -298,7 +298,7 @@ def _deb_session(lane):
                     "builds, about an hour).", "deb-reproducibility", lane.name)
 
 
-for _lane in MATRIX.distros.values():
+for _lane in MATRIX.lanes.values():
     _deb_session(_lane)
 
 
@@ -306,7 +306,7 @@ for _lane in MATRIX.distros.values():
 def apt_repo(session):
     """The built deb lanes' packages as a signed apt repository in dist/apt/, one suite per Debian release:
     nox -s apt-repo -- --key FINGERPRINT | --key-file FILE | --key-env VARIABLE [--lane LANE] [--out DIR]
-    (cpython_perf/distro/apt_repo.py)."""
+    (cpython_perf/lanes/apt_repo.py)."""
     _install(session)
     _driver(session, "apt-repo", *session.posargs)
 
@@ -314,6 +314,6 @@ def apt_repo(session):
 @nox.session(name="deb-check", default=False)
 def deb_check(session):
     """Is each deb lane on the archive's newest revision of its source package? Exit 1 when one is behind
-    (cpython_perf/distro/deb_check.py)."""
+    (cpython_perf/lanes/deb_check.py)."""
     _install(session)
     _driver(session, "deb-check", *session.posargs)

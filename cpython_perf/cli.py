@@ -1,7 +1,7 @@
 """Command line of the driver: `python -m cpython_perf COMMAND ...`.
 
 Each package declares its own subcommands (COMMANDS: cpython_perf.subcommands.Command); this module puts
-them under one parser, in the order a cell goes through the stages, then the distro lanes, CI and the
+them under one parser, in the order a cell goes through the stages, then the packaging lanes, CI and the
 benchmarks.  Every subcommand runs through subcommands.run: errors the user can act on (DriverError) are
 printed as one message, without a traceback: exit status 2 for a usage error (argparse's, an unknown cell,
 a bad matrix), 1 for a runtime failure (errors.RuntimeFailure).  Long steps print a heartbeat and keep
@@ -18,7 +18,7 @@ from . import doctor, progress, subcommands
 from .bench import command as bench
 from .check import commands as check
 from .ci import commands as ci
-from .distro import commands as distro
+from .lanes import commands as lanes
 from .image import commands as image
 from .matrix import load_matrix
 from .profile import commands as profile
@@ -39,7 +39,7 @@ def _cells(args) -> None:
 CELLS = subcommands.Command("cells", "list the cells of the matrix as JSON lines", subcommands.no_arguments, _cells)
 
 COMMANDS = (doctor.COMMAND, CELLS, *source.COMMANDS, *image.COMMANDS, *record.COMMANDS, *check.COMMANDS,
-            *report.COMMANDS, *profile.COMMANDS, *distro.COMMANDS, *ci.COMMANDS, *bench.COMMANDS)
+            *report.COMMANDS, *profile.COMMANDS, *lanes.COMMANDS, *ci.COMMANDS, *bench.COMMANDS)
 
 
 def parser() -> argparse.ArgumentParser:

@@ -8,6 +8,7 @@ must pass.  Every error names the file and line it comes from.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import os
 import platform
 import re
@@ -124,7 +125,7 @@ ARCH_FACTS = {
 }
 PERF_MODES = ("perf", "perf_jit")
 # The perf map C API every patched interpreter exports (CPython 3.12's names; the backports add them, 3.13
-# has them): what the build-only cells check and what a distro's libpython symbols file must list.
+# has them): what the build-only cells check and what a distribution's libpython symbols file must list.
 PERF_C_API = (
     "PyUnstable_PerfMapState_Init",
     "PyUnstable_WritePerfMapEntry",
@@ -138,8 +139,8 @@ SUPPORT_KINDS = ("native", "backport", "none")
 NATIVE_SINCE = {"perf": (3, 12), "perf_jit": (3, 13)}
 IMAGE_REPOSITORY = "cpython-perf"
 
-_TOP_KEYS = {"smoke_cells", "default_cell", "base_suite", "arches", "default_arches", "variants", "versions", "distros",
-             "regression_tests", "profilers", "arch_cflags"}
+_TOP_KEYS = {"smoke_cells", "default_cell", "base_suite", "arches", "default_arches", "variants", "versions", "lanes",
+             "distributions", "regression_tests", "profilers", "arch_cflags"}
 _PROFILER_KEYS = {"suite", "samply", "inferno", "py_spy"}
 _PY_SPY_KEYS = {"version", "sha256"}
 _VARIANT_KEYS = {"description", "cflags", "configure", "configure_since", "dwarf_stack_size", "environment"}
@@ -147,7 +148,10 @@ _VERSION_KEYS = {"recipe", "support", "series", "additions", "additions_header",
 _CELL_KEYS = {"modes", "arches", "vanilla", "build_only"}
 _RECIPE_KEYS = {"version", "url", "sha256", "size", "debian", "configure"}
 _DEBIAN_KEYS = {"package", "suite", "file"}
-_DISTRO_KEYS = {"source_package", "package_version", "suites", "perf_suite", "modes", "description", "perf_revision"}
+_LANE_KEYS = {"distribution", "source_package", "package_version", "suites", "perf_suite", "modes", "description",
+              "perf_revision"}
+_DISTRIBUTION_KEYS = {"name", "origin", "keyring", "keyring_sha256", "security_suite", "releases", "revision",
+                      "purl_namespace"}
 
 
 # --------------------------------------------------------------------------
@@ -353,7 +357,7 @@ class Cell:
 @dataclass(frozen=True)
 class VersionSeries:
     """What a version adds to CPython's source: its quilt series, the new whole files (Python-additions/)
-    and the DEP-3 header of the generated patch that creates them (packager forms, distro.series_forms)."""
+    and the DEP-3 header of the generated patch that creates them (packager forms, lanes.series_forms)."""
 
     version: str
     series: Path
@@ -362,28 +366,89 @@ class VersionSeries:
 
 
 @dataclass(frozen=True)
-class DistroLane:
-    """A distro packaging lane (matrix.yaml `distros:`): the version's series added to a Debian source
-    package, built with Debian's own debian/rules in a container of that release, installed with apt into
+class Distribution:
+    """A distribution the packaging lanes build for (matrix.yaml `distributions:`): everything the driver says
+    or does that is particular to it."""
+
+    key: str                     # its key in matrix.yaml, e.g. debian
+    name: str                    # as shown, e.g. Debian
+    origin: str                  # the Origin: of its archive's Release files (how its apt entries are known)
+    keyring: Path                # its archive keyring, under keys/
+    keyring_sha256: str
+    security_suite: str          # the security suite of a release, {suite} the release: {suite}-security
+    releases: tuple[tuple[str, str], ...]   # (codename, number), e.g. (bookworm, 12)
+    revision: str                # the version suffix of an update of a package, {release} and {n}: +deb{release}u{n}
+    purl_namespace: str          # pkg:deb/<this>/...
+
+    def release_number(self, suite: str) -> str | None:
+        """The number of a release (bookworm: 12), None if the distribution does not list it."""
+        return dict(self.releases).get(suite)
+
+    def release_title(self, suite: str) -> str:
+        """The release as shown: Debian 12 (bookworm)."""
+        number = self.release_number(suite)
+        return f"{self.name} {number} ({suite})" if number else f"{self.name} {suite}"
+
+    def security_suite_of(self, suite: str) -> str:
+        return self.security_suite.format(suite=suite)
+
+    def is_security_suite(self, suite: str) -> bool:
+        return any(suite == self.security_suite_of(codename) for codename, _ in self.releases)
+
+    def owns_suite(self, suite: str) -> bool:
+        """suite is one of the distribution's releases or a suite of one (bookworm-updates)."""
+        return self.is_security_suite(suite) or any(suite == c or suite.startswith(c + "-") for c, _ in self.releases)
+
+    @property
+    def update_pattern(self) -> re.Pattern:
+        """The revision rule as a pattern at the end of a version: groups release and n."""
+        parts = re.split(r"(\{release\}|\{n\})", self.revision)
+        groups = {"{release}": r"(?P<release>[0-9][0-9.]*?)", "{n}": r"(?P<n>[0-9]+)"}
+        pattern = "".join(groups.get(part, re.escape(part)) for part in parts)
+        return re.compile(pattern + "$")
+
+    @property
+    def revision_shape(self) -> str:
+        """The revision rule as people read it: +debNNuK."""
+        return self.revision.format(release="NN", n="K")
+
+    def update_revision(self, package_version: str, suite: str) -> str:
+        """The version the distribution's next update of this revision gets: n + 1 of the rule where the
+        revision has it, else the rule's first update of the release (n = 1)."""
+        m = self.update_pattern.search(package_version)
+        if m:
+            return package_version[:m.start()] + self.revision.format(release=m["release"], n=int(m["n"]) + 1)
+        return package_version + self.revision.format(release=self.release_number(suite) or "NN", n=1)
+
+    def purl_distro(self, suite: str) -> str:
+        """The purl `distro` qualifier of a release's packages: debian-bookworm."""
+        return f"{self.purl_namespace}-{suite}"
+
+
+@dataclass(frozen=True)
+class Lane:
+    """A packaging lane (matrix.yaml `lanes:`): the version's series added to a distribution's source
+    package, built with its own debian/rules in a container of that release, installed with apt into
     a clean one and checked there (`nox -s deb-<suite>-<version>`)."""
 
     name: str                    # <suite>-<version>, e.g. bookworm-3.11
-    suite: str                   # the Debian release, e.g. bookworm
+    suite: str                   # the distribution's release, e.g. bookworm
     version: str                 # the matrix version whose series is added, e.g. 3.11
     description: str
     source_package: str          # e.g. python3.11
-    package_version: str         # the Debian version the series is proven on, e.g. 3.11.2-6+deb12u8
+    package_version: str         # the distribution's version the series is proven on, e.g. 3.11.2-6+deb12u8
     suites: tuple[str, ...]      # apt suites searched for that version (e.g. bookworm, bookworm-security)
     perf_suite: str              # suite of the checking container's linux-perf (e.g. bookworm-backports)
     modes: tuple[str, ...]       # perf modes the installed packages must pass
     series: Path
     additions: tuple[str, ...]
+    distribution: Distribution
     additions_header: Path | None = None
     perf_revision: int = 1       # N of the built packages' <package_version>+perfN (docs/packagers.md)
 
     @property
     def perf_version(self) -> str:
-        """The version of the lane's built packages: Debian's, +perfN (sorts right above it)."""
+        """The version of the lane's built packages: the distribution's, +perfN (sorts right above it)."""
         return f"{self.package_version}+perf{self.perf_revision}"
 
     @property
@@ -432,8 +497,10 @@ class Matrix:
     profilers: "ProfilerPins | None" = None
     # arch -> extra CFLAGS of every cell of that arch
     arch_cflags: dict[str, str] = field(default_factory=dict)
-    # distro packaging lanes, by name (<suite>-<version>)
-    distros: dict[str, DistroLane] = field(default_factory=dict)
+    # packaging lanes, by name (<suite>-<version>)
+    lanes: dict[str, Lane] = field(default_factory=dict)
+    # the distributions the lanes build for, by key (debian)
+    distributions: dict[str, Distribution] = field(default_factory=dict)
     # version -> its series, additions and additions header (versions with a series only)
     series: dict[str, VersionSeries] = field(default_factory=dict)
     # versions whose recipe may pin a pre-release (a, b, rc): `prerelease: true` (cpython_perf/source/pins.py)
@@ -446,12 +513,12 @@ class Matrix:
             raise UnknownCell(f"{version} has no patch series in {self.path} "
                               f"(versions with one: {', '.join(self.series) or 'none'})") from None
 
-    def distro(self, name: str) -> DistroLane:
+    def lane(self, name: str) -> Lane:
         try:
-            return self.distros[name]
+            return self.lanes[name]
         except KeyError:
-            raise UnknownCell(f"unknown distro lane {name!r}: {self.path} defines "
-                              f"{', '.join(self.distros) or 'none'} under distros:") from None
+            raise UnknownCell(f"unknown packaging lane {name!r}: {self.path} defines "
+                              f"{', '.join(self.lanes) or 'none'} under lanes:") from None
 
     def cell(self, name: str) -> Cell:
         try:
@@ -592,6 +659,9 @@ def load_matrix(path: Path | None = None) -> Matrix:
     root = path.resolve().parent
     data = _load_yaml(path)
     where = _Where(path)
+    if isinstance(data, dict) and "distros" in data:
+        raise where.error(data, "distros", "the packaging lanes' key is lanes: now (distro names the PGO + LTO "
+                                           "variant only): rename distros: to lanes:")
     where.check_keys(data, _TOP_KEYS, "matrix.yaml")
 
     arches = where.require(data, "arches", "matrix.yaml")
@@ -641,7 +711,8 @@ def load_matrix(path: Path | None = None) -> Matrix:
         raise where.error(data, "regression_tests", "regression_tests must be a list of CPython test module names (test_xxx)")
     matrix.regression_tests = tuple(tests)
     matrix.profilers = _load_profilers(where, data)
-    matrix.distros = _load_distros(where, data, matrix, versions)
+    matrix.distributions = _load_distributions(where, data, matrix.root)
+    matrix.lanes = _load_lanes(where, data, matrix, versions)
     for cell in matrix.cells.values():
         if cell.foreign_on(DEFAULT_ARCH) and matrix.build_python_cell_on(cell, DEFAULT_ARCH) is None:
             raise MatrixError(f"{path}: {cell.name} is cross-compiled on an {DEFAULT_ARCH} host, which needs an "
@@ -669,45 +740,58 @@ def _load_arch_cflags(where: _Where, data) -> dict[str, str]:
     return {arch: " ".join(flags.split()) for arch, flags in spec.items()}
 
 
-_DEBIAN_NAME = re.compile(r"[a-z0-9][a-z0-9.+-]*")
-_DEBIAN_VERSION = re.compile(r"[0-9][A-Za-z0-9.+~:-]*-[A-Za-z0-9.+~]+")
+# dpkg's rules for package and suite names and for a version with a revision (any deb-based distribution's)
+_PACKAGE_NAME = re.compile(r"[a-z0-9][a-z0-9.+-]*")
+_PACKAGE_VERSION = re.compile(r"[0-9][A-Za-z0-9.+~:-]*-[A-Za-z0-9.+~]+")
 
 
-def _load_distros(where: _Where, data, matrix: Matrix, versions) -> dict[str, DistroLane]:
-    """matrix.yaml `distros:` {<suite>-<version>: {source_package, package_version, suites, perf_suite, modes}}."""
-    spec = data.get("distros")
+def _load_lanes(where: _Where, data, matrix: Matrix, versions) -> dict[str, Lane]:
+    """matrix.yaml `lanes:` {<suite>-<version>: {source_package, package_version, suites, perf_suite, modes}}."""
+    spec = data.get("lanes")
     if spec is None:
         return {}
     if not isinstance(spec, dict):
-        raise where.error(data, "distros", "distros must map <suite>-<version> (e.g. bookworm-3.11) to a lane")
+        raise where.error(data, "lanes", "lanes must map <suite>-<version> (e.g. bookworm-3.11) to a lane")
     lanes = {}
     for name, lane in spec.items():
         m = re.fullmatch(r"([a-z]+)-(3\.\d+)", str(name))
         if not m:
-            raise where.error(spec, name, f"distro lane {name!r} must be named <suite>-<version>, e.g. bookworm-3.11")
+            raise where.error(spec, name, f"packaging lane {name!r} must be named <suite>-<version>, e.g. bookworm-3.11")
         suite, version = m.groups()
         if not isinstance(lane, dict):
-            raise where.error(spec, name, f"distro lane {name} must be a mapping")
-        where.check_keys(lane, _DISTRO_KEYS, f"distros.{name}")
+            raise where.error(spec, name, f"packaging lane {name} must be a mapping")
+        where.check_keys(lane, _LANE_KEYS, f"lanes.{name}")
+        dist_key = where.require(lane, "distribution", f"lanes.{name}")
+        if dist_key not in matrix.distributions:
+            raise where.error(lane, "distribution", f"lanes.{name}.distribution {dist_key!r} is not a key of "
+                                                    f"distributions: ({', '.join(matrix.distributions) or 'none'}): "
+                                                    "name one of them or add it there")
+        distribution = matrix.distributions[dist_key]
+        if distribution.release_number(suite) is None:
+            raise where.error(spec, name, f"lane {name}: {suite} is not a release of distributions.{dist_key} "
+                                          f"({', '.join(c for c, _ in distribution.releases)}): add it to its "
+                                          "releases: with its number")
         if version not in versions:
-            raise where.error(spec, name, f"distro lane {name}: {version} is not a version of the matrix")
+            raise where.error(spec, name, f"packaging lane {name}: {version} is not a version of the matrix")
         vspec = versions[version]
         if not vspec.get("series"):
-            raise where.error(spec, name, f"distro lane {name}: {version} has no patch series to add")
-        package = where.require(lane, "source_package", f"distros.{name}")
-        if not isinstance(package, str) or not _DEBIAN_NAME.fullmatch(package):
-            raise where.error(lane, "source_package", f"source_package of {name} must be a Debian package name")
-        pversion = str(where.require(lane, "package_version", f"distros.{name}"))
-        if not _DEBIAN_VERSION.fullmatch(pversion):
+            raise where.error(spec, name, f"packaging lane {name}: {version} has no patch series to add")
+        package = where.require(lane, "source_package", f"lanes.{name}")
+        if not isinstance(package, str) or not _PACKAGE_NAME.fullmatch(package):
+            raise where.error(lane, "source_package", f"source_package of {name} must be a package name (dpkg's rules)")
+        pversion = str(where.require(lane, "package_version", f"lanes.{name}"))
+        if not _PACKAGE_VERSION.fullmatch(pversion):
             raise where.error(lane, "package_version",
-                              f"package_version of {name} must be a Debian revision such as 3.11.2-6+deb12u8, "
+                              f"package_version of {name} must be a version with a revision such as 3.11.2-6+deb12u8, "
                               f"not {pversion!r}")
         if not pversion.startswith(version + "."):
             raise where.error(lane, "package_version", f"package_version {pversion} of {name} is not a {version} release")
         suites = lane.get("suites") or [suite]
-        if not isinstance(suites, list) or not all(isinstance(s, str) and _DEBIAN_NAME.fullmatch(s) for s in suites):
-            raise where.error(lane, "suites", f"suites of {name} must be a list of Debian suites")
-        if not all(s == suite or s.startswith(suite + "-") for s in suites):
+        if not isinstance(suites, list) or not all(isinstance(s, str) and _PACKAGE_NAME.fullmatch(s) for s in suites
+                                                   if s != distribution.security_suite_of(suite)):
+            raise where.error(lane, "suites", f"suites of {name} must be a list of apt suites")
+        if not all(s == suite or s.startswith(suite + "-") or s == distribution.security_suite_of(suite)
+                   for s in suites):
             raise where.error(lane, "suites", f"suites of {name} must be {suite} or its -security/-updates suites")
         perf_suite = str(lane.get("perf_suite") or suite)
         if not (perf_suite == suite or perf_suite.startswith(suite + "-")):
@@ -720,13 +804,91 @@ def _load_distros(where: _Where, data, matrix: Matrix, versions) -> dict[str, Di
         modes = lane.get("modes") or []
         if not isinstance(modes, list) or not all(mode in PERF_MODES for mode in modes):
             raise where.error(lane, "modes", f"modes of {name} must be a list of {', '.join(PERF_MODES)}")
-        lanes[name] = DistroLane(
+        lanes[name] = Lane(
             name=name, suite=suite, version=version, description=str(lane.get("description") or ""),
             source_package=package, package_version=pversion, suites=tuple(suites), perf_suite=perf_suite,
             modes=tuple(modes), series=matrix.root / vspec["series"],
-            additions=tuple(vspec.get("additions") or ()), additions_header=matrix.series_of(version).additions_header,
-            perf_revision=perf_revision)
+            additions=tuple(vspec.get("additions") or ()), distribution=distribution,
+            additions_header=matrix.series_of(version).additions_header, perf_revision=perf_revision)
     return lanes
+
+
+_DISTRIBUTION_KEY = re.compile(r"[a-z][a-z0-9-]*")
+_CODENAME = re.compile(r"[a-z][a-z0-9]*")
+
+
+def _load_distributions(where: _Where, data, root: Path) -> dict[str, Distribution]:
+    """matrix.yaml `distributions:` {key: {name, origin, keyring, keyring_sha256, security_suite, releases,
+    revision, purl_namespace}}."""
+    spec = data.get("distributions")
+    if spec is None:
+        return {}
+    if not isinstance(spec, dict):
+        raise where.error(data, "distributions", "distributions must map a key (e.g. debian) to a distribution")
+    found = {}
+    for key, entry in spec.items():
+        what = f"distributions.{key}"
+        if not isinstance(key, str) or not _DISTRIBUTION_KEY.fullmatch(key):
+            raise where.error(spec, key, f"distribution key {key!r} must be lower-case letters, digits and -, "
+                                         "e.g. debian")
+        where.check_keys(entry, _DISTRIBUTION_KEYS, what)
+        values = {}
+        for field_name in ("name", "origin", "keyring", "keyring_sha256", "security_suite", "revision",
+                           "purl_namespace"):
+            value = where.require(entry, field_name, what)
+            if not isinstance(value, str) or not value.strip():
+                raise where.error(entry, field_name, f"{what}.{field_name} must be a non-empty string")
+            values[field_name] = value.strip()
+        keyring = Path(values["keyring"])
+        if keyring.is_absolute() or keyring.parts[:1] != ("keys",) or ".." in keyring.parts:
+            raise where.error(entry, "keyring", f"{what}.keyring must be a file under keys/ (e.g. "
+                                                f"keys/{key}-archive-keyring.gpg), not {values['keyring']!r}")
+        if not (root / keyring).is_file():
+            raise where.error(entry, "keyring", f"{what}.keyring {keyring} does not exist: put the distribution's "
+                                                "archive keyring there (keys/README.md says how the keys are kept)")
+        if not re.fullmatch(r"[0-9a-f]{64}", values["keyring_sha256"]):
+            raise where.error(entry, "keyring_sha256", f"{what}.keyring_sha256 must be the 64 hex digits of "
+                                                       f"sha256sum {keyring}")
+        actual = hashlib.sha256((root / keyring).read_bytes()).hexdigest()
+        if actual != values["keyring_sha256"]:
+            raise where.error(entry, "keyring_sha256", f"{keyring} has sha256 {actual}, {what}.keyring_sha256 says "
+                                                       f"{values['keyring_sha256']}: a changed keyring is a reviewed "
+                                                       "change of both")
+        security = values["security_suite"]
+        if re.sub(r"\{suite\}", "", security) == security or not re.fullmatch(r"[a-z0-9.+-]+",
+                                                                              security.replace("{suite}", "x")):
+            raise where.error(entry, "security_suite", f"{what}.security_suite must name a release's security "
+                                                       f"suite with {{suite}} for the release, e.g. "
+                                                       f"\"{{suite}}-security\", not {security!r}")
+        revision = values["revision"]
+        placeholders = re.findall(r"\{[^}]*\}", revision)
+        if (sorted(set(placeholders)) != ["{n}", "{release}"] or len(placeholders) != 2
+                or not re.fullmatch(r"[A-Za-z0-9.+~]+", re.sub(r"\{[^}]*\}", "1", revision))):
+            raise where.error(entry, "revision", f"{what}.revision must be the version suffix of an update, with "
+                                                 "{release} (the release's number) and {n} (the update's) once each "
+                                                 f"and only A-Z a-z 0-9 . + ~ besides, e.g. \"+deb{{release}}u{{n}}\", "
+                                                 f"not {revision!r}")
+        if not re.fullmatch(r"[a-z0-9][a-z0-9.-]*", values["purl_namespace"]):
+            raise where.error(entry, "purl_namespace", f"{what}.purl_namespace must be a lower-case purl namespace, "
+                                                       f"e.g. {key}")
+        releases = where.require(entry, "releases", what)
+        if not isinstance(releases, dict) or not releases:
+            raise where.error(entry, "releases", f"{what}.releases must map each codename to its number, e.g. "
+                                                 "{bookworm: \"12\"}")
+        for codename, number in releases.items():
+            if not isinstance(codename, str) or not _CODENAME.fullmatch(codename):
+                raise where.error(releases, codename, f"{what}.releases: {codename!r} is not a codename (lower-case "
+                                                      "letters and digits)")
+            if isinstance(number, bool) or not isinstance(number, (int, str)) or \
+                    not re.fullmatch(r"[0-9]+(\.[0-9]+)*", str(number)):
+                raise where.error(releases, codename, f"{what}.releases.{codename} must be the release's number, "
+                                                      f"e.g. \"12\" or \"22.04\" (quoted), not {number!r}")
+        found[key] = Distribution(
+            key=key, name=values["name"], origin=values["origin"], keyring=root / keyring,
+            keyring_sha256=values["keyring_sha256"], security_suite=security,
+            releases=tuple((c, str(n)) for c, n in releases.items()), revision=revision,
+            purl_namespace=values["purl_namespace"])
+    return found
 
 
 def _load_profilers(where: _Where, data) -> ProfilerPins | None:

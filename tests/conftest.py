@@ -14,8 +14,8 @@ from cpython_perf.matrix import PROJECT_ROOT, load_matrix
 
 @pytest.fixture
 def project_copy(tmp_path) -> Path:
-    """A copy of matrix.yaml, recipes/, patches/ and Python-additions/ to edit freely."""
-    for name in ("recipes", "patches", "Python-additions"):
+    """A copy of matrix.yaml, recipes/, patches/, Python-additions/ and keys/ to edit freely."""
+    for name in ("recipes", "patches", "Python-additions", "keys"):
         if (PROJECT_ROOT / name).exists():
             shutil.copytree(PROJECT_ROOT / name, tmp_path / name)
     shutil.copy2(PROJECT_ROOT / "matrix.yaml", tmp_path / "matrix.yaml")

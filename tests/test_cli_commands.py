@@ -32,6 +32,7 @@ PARSED = {
     "external": ["image", "--suite", "trixie", "--package", "python3.13"], "report": [], "docs": ["--check"],
     "profile": ["3.13-fp", "--", "script.py"], "check-series": ["3.13-fp"], "series-forms": ["3.13"],
     "deb": ["bookworm-3.11"], "sbom": ["3.13-fp"], "deb-reproducibility": ["bookworm-3.11"], "deb-check": [],
+    "lane-keyrings": ["bookworm-3.11"],
     "apt-repo": [], "plan": [], "buildbot-local": ["venv"], "buildbot-config": ["describe", "master"],
     "ci-budget": ["--registry", "127.0.0.1:5000/budget"], "bench": ["summary"],
 }

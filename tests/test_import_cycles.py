@@ -1,7 +1,7 @@
 """No import cycles among the modules of cpython_perf, and none among its stage packages: no two packages import
 each other (parsed with ast: every import, also inside functions).
 
-A package is a directory under cpython_perf/ (source, image, run, record, check, report, distro, ci, bench,
+A package is a directory under cpython_perf/ (source, image, run, record, check, report, lanes, ci, bench,
 profile); a module at the top (matrix, errors, host, progress, cli, doctor) counts as a package of its own.  The stages
 import downwards only (source <- image <- run <- record <- check <- report), so a reader can follow a cell down one
 stage after the other; docs/architecture.md lists the edges."""
@@ -122,7 +122,7 @@ def mutual_pairs(packages: dict[str, set[str]], graph: dict[str, set[str]]) -> l
 def test_no_two_packages_import_each_other():
     graph = import_graph()
     packages = package_graph(graph)
-    assert {"source", "image", "run", "record", "check", "report", "distro", "ci", "bench", "profile"} <= set(packages)
+    assert {"source", "image", "run", "record", "check", "report", "lanes", "ci", "bench", "profile"} <= set(packages)
     pairs = mutual_pairs(packages, graph)
     assert not pairs, "packages importing each other:\n" + "\n".join(pairs)
     cycle = find_cycle(packages)

@@ -60,7 +60,7 @@ def wheel(tmp_path_factory) -> Path:
 
 
 def test_every_subpackage_is_found():
-    assert {PACKAGE, f"{PACKAGE}.bench", f"{PACKAGE}.ci", f"{PACKAGE}.distro"} <= set(source_packages())
+    assert {PACKAGE, f"{PACKAGE}.bench", f"{PACKAGE}.ci", f"{PACKAGE}.lanes"} <= set(source_packages())
 
 
 def test_wheel_holds_every_package(wheel):

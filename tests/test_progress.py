@@ -8,7 +8,7 @@ import pytest
 
 from cpython_perf.image.docker_build import docker_build
 from cpython_perf import progress
-from cpython_perf.distro import deb_build
+from cpython_perf.lanes import docker_run
 from cpython_perf.errors import ImageBuildFailed
 
 
@@ -129,8 +129,8 @@ def test_deb_commands_append_to_their_log_with_a_heartbeat(monkeypatch, tmp_path
     log = tmp_path / "build.log"
     log.write_text("earlier phase\n")
     said = []
-    rc = deb_build.run_logged(["sh", "-c", "echo building; sleep 0.3; echo built"], log, log=said.append,
-                              what="bookworm-3.11: build")
+    rc = docker_run.run_logged(["sh", "-c", "echo building; sleep 0.3; echo built"], log, log=said.append,
+                               what="bookworm-3.11: build")
     assert rc == 0
     assert log.read_text().splitlines() == ["earlier phase", "$ sh -c 'echo building; sleep 0.3; echo built'",
                                             "building", "built"]

@@ -1,7 +1,7 @@
 """An image made without an image registry: a root file system from mmdebstrap, then `docker import`.
 
-The project's base images (bases.py), the stock images of cpython_perf.check.external and the distro lanes'
-build and checking images (cpython_perf.distro.deb_build) are all made so: each gives its mmdebstrap command
+The project's base images (bases.py), the stock images of cpython_perf.check.external and the packaging lanes'
+build and checking images (cpython_perf.lanes.images) are all made so: each gives its mmdebstrap command
 line, bootstrap_image runs it and imports the tarball it wrote, and the tag exists only once the image is whole.
 """
 

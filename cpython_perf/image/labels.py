@@ -3,7 +3,7 @@
 INPUTS_LABEL holds the digest of every input of the image (Dockerfile, build script, tarball hash, patches,
 additions: context.build_context); the Dockerfile sets it, so an image is tagged with the label of the inputs it
 was built from and a stale image is never taken for the current one (image_is_current).  The same label marks
-the distro lanes' bootstrapped images (cpython_perf.distro.deb_build).
+the packaging lanes' bootstrapped images (cpython_perf.lanes.images).
 
 Labels that describe the build rather than its inputs (the project's repository, its git revision: build_labels)
 are given to `docker build` beside the Dockerfile, never rendered into it, so that a new commit which changes no

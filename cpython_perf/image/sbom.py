@@ -1,4 +1,4 @@
-"""Software bills of materials (CycloneDX 1.6 JSON) of a cell image, and the pieces a distro lane's is made of.
+"""Software bills of materials (CycloneDX 1.6 JSON) of a cell image, and the pieces a packaging lane's is made of.
 
 Written with cyclonedx-python-lib (the CycloneDX project's own library) and checked, every time one is written,
 with its JSON-schema validator (cyclonedx.validation.json.JsonStrictValidator): an SBOM that does not validate
@@ -17,7 +17,7 @@ A cell image's SBOM (`python -m cpython_perf sbom CELL`):
   base packages       every Debian package installed in the image (dpkg's status database: name, version,
                       arch, source), as pkg:deb purls
 
-A distro lane's SBOM is made in cpython_perf/distro/sbom.py from the same pieces (the patch files,
+A packaging lane's SBOM is made in cpython_perf/lanes/sbom.py from the same pieces (the patch files,
 the package components, the document and its validation).
 
 Both are deterministic (a function of what they describe): every bom-ref is named, the serial number is a
@@ -47,6 +47,9 @@ SPEC_VERSION = "1.6"
 IMAGE_SBOM_PATH = "/opt/cpython/share/sbom/cpython.cdx.json"
 SBOM_LABEL = "org.cpython-perf.sbom"          # "sha256:<hex>" of the file at IMAGE_SBOM_PATH
 PROPERTY = "cpython-perf"                     # namespace of this project's CycloneDX properties
+# purl namespace of the cells' base images' packages: they are Debian's (matrix.yaml base_suite); a packaging
+# lane's packages take their distribution's (matrix.yaml distributions.<key>.purl_namespace)
+BASE_NAMESPACE = "debian"
 DEP3_PROPERTIES = ("Description", "Origin", "Forwarded", "Bug", "Applied-Upstream", "Author", "Last-Update")
 INSTALL_HINT = "pip install 'cyclonedx-python-lib[json-validation]>=11,<12' (a dependency of cpython-perf)"
 SERIES_NOTE = ("The patches are applied in the order of their files' cpython-perf:series-position property "
@@ -171,13 +174,13 @@ class PatchFile:
 # building the document
 
 
-def _purl_deb(name: str, version: str, arch: str, distro: str = ""):
+def _purl_deb(name: str, version: str, arch: str, distro: str = "", namespace: str = BASE_NAMESPACE):
     from packageurl import PackageURL
 
     qualifiers = {"arch": arch} if arch else {}
     if distro:
         qualifiers["distro"] = distro
-    return PackageURL(type="deb", namespace="debian", name=name, version=version, qualifiers=qualifiers)
+    return PackageURL(type="deb", namespace=namespace, name=name, version=version, qualifiers=qualifiers)
 
 
 def _properties(model, pairs) -> list:
@@ -259,10 +262,10 @@ def validate(text: str) -> str | None:
 
 
 def _package_components(model, component, packages: list[DebPackage], distro: str, scope=None,
-                        role: str = "base-image") -> list:
+                        role: str = "base-image", namespace: str = BASE_NAMESPACE) -> list:
     out = []
     for p in packages:
-        purl = _purl_deb(p.name, p.version, p.arch, distro)
+        purl = _purl_deb(p.name, p.version, p.arch, distro, namespace)
         out.append(component.Component(
             type=component.ComponentType.LIBRARY, name=p.name, version=p.version, purl=purl,
             bom_ref=purl.to_string(), scope=scope,
@@ -473,8 +476,8 @@ def sbom_results_path(cell_name: str) -> Path:
 
 
 def distro_of(suite: str) -> str:
-    """The purl distro qualifier of a Debian suite (debian-<suite>)."""
-    return f"debian-{suite}"
+    """The purl distro qualifier of a base suite's packages (debian-<suite>)."""
+    return f"{BASE_NAMESPACE}-{suite}"
 
 
 # --------------------------------------------------------------------------
@@ -483,7 +486,7 @@ def distro_of(suite: str) -> str:
 
 def add_arguments(parser) -> None:
     parser.add_argument("cell", nargs="?", help="a cell whose image is built (e.g. 3.13-fp)")
-    parser.add_argument("--lane", default=None, help="a distro lane of matrix.yaml (e.g. bookworm-3.11), from "
+    parser.add_argument("--lane", default=None, help="a packaging lane of matrix.yaml (e.g. bookworm-3.11), from "
                                                     "its built packages instead of a cell")
     parser.add_argument("--packages", default=None, metavar="DIR",
                         help="with --lane: the built output directory (default: the lane's one with-series "

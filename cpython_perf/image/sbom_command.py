@@ -1,5 +1,5 @@
 """`python -m cpython_perf sbom CELL`: the SBOM of a cell's current image, written, compared with the one the
-image carries, and (--attach) put into it.  A lane's SBOM (--lane) is cpython_perf.distro's."""
+image carries, and (--attach) put into it.  A lane's SBOM (--lane) is cpython_perf.lanes's."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ import html
 from collections import Counter
 from pathlib import Path
 
-from .distro_lanes import LANE_COLUMNS
+from .packaging_lanes import LANE_COLUMNS
 from .external_targets import EXTERNAL_NOTE, external_check_summaries, external_rows
 from .messages import first_line
 from .model import CELL_COLUMNS, LABEL, OUTCOMES, VERSION_PROPERTIES, Report
@@ -111,7 +111,7 @@ def render_lanes_html(report: Report) -> str:
     if not report.lanes:
         return ""
     e = html.escape
-    out = ["<h2>Distro lanes</h2><p>Debian's own source packages with the series added, built with Debian's "
+    out = ["<h2>Packaging lanes</h2><p>Debian's own source packages with the series added, built with Debian's "
            "rules, installed with apt and checked (<code>nox -s deb-&lt;lane&gt;</code>; results/deb/&lt;lane&gt;/).</p>",
            "<table class='details' id='lanes'><tr>" + "".join(f"<th>{e(c)}</th>" for c in LANE_COLUMNS) + "</tr>"]
     for row in report.lanes:

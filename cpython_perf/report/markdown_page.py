@@ -1,5 +1,5 @@
 """results/report.md: the report rendered as Markdown (the verdict, the cells, the checks grid with the reasons,
-the distro lanes, the external interpreters, each cell's details, the unit tests, the cells a buildbot run
+the packaging lanes, the external interpreters, each cell's details, the unit tests, the cells a buildbot run
 skipped)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from .distro_lanes import LANE_COLUMNS
+from .packaging_lanes import LANE_COLUMNS
 from .external_targets import EXTERNAL_NOTE, external_check_summaries, external_rows
 from .messages import first_line
 from .model import CELL_COLUMNS, LABEL, OUTCOMES, VERSION_PROPERTIES, Report
@@ -82,7 +82,7 @@ def render_markdown(report: Report) -> str:
 def render_lanes_markdown(report: Report) -> list[str]:
     if not report.lanes:
         return []
-    out = ["## Distro lanes", "", "Debian's own source packages with the series added, built with Debian's rules, "
+    out = ["## Packaging lanes", "", "Debian's own source packages with the series added, built with Debian's rules, "
            "installed with apt and checked (`nox -s deb-<lane>`; results/deb/<lane>/).", "",
            "| " + " | ".join(LANE_COLUMNS) + " |", "|" + " --- |" * len(LANE_COLUMNS)]
     for row in report.lanes:

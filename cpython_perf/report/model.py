@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 
 from ..check.suite_results import SKIP_EXPECTED
 from ..matrix import DEFAULT_ARCH, Cell, Matrix
-from .distro_lanes import LANE_RAN, LaneRow
+from .packaging_lanes import LANE_RAN, LaneRow
 from .junit_results import CaseResult
 
 OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed")
@@ -82,7 +82,7 @@ class Report:
     flamegraphs: dict[str, tuple[str | None, str]] = field(default_factory=dict)  # cell -> (svg path, note)
     retired: int = 0   # results of tests the suite no longer has, left out
     external: list[CaseResult] = field(default_factory=list)   # testcases of external targets
-    lanes: list[LaneRow] = field(default_factory=list)       # distro lane runs and lanes not run
+    lanes: list[LaneRow] = field(default_factory=list)       # packaging lane runs and lanes not run
     matrix: Matrix | None = None
     results_dir: str = "results"     # the directory read, as the header names it
     plan: dict | None = None         # the run's plan (plan.json), where known
@@ -157,7 +157,7 @@ class Report:
                 parts.append(f"{status['image failed']} image failed")
         lanes = Counter(row.status for row in self.lanes)
         if any(lanes[s] for s in LANE_RAN):
-            parts.append("distro lanes: " + ", ".join(f"{lanes[s]} {s}" for s in LANE_RAN if lanes[s]))
+            parts.append("packaging lanes: " + ", ".join(f"{lanes[s]} {s}" for s in LANE_RAN if lanes[s]))
             if (lanes["failed"] or lanes["did not finish"]) and word != "FAILED":
                 word = "FAILED"
         return f"{word}: " + "; ".join(parts)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..matrix import Matrix, load_matrix
 from .cell_junit import cell_junit
-from .distro_lanes import lane_rows
+from .packaging_lanes import lane_rows
 from .html_page import render_html, with_skipped_html
 from .junit_results import latest_results, retired
 from .markdown_page import render_markdown, skipped_markdown

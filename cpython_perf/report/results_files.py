@@ -13,7 +13,7 @@ from ..check.suite_results import SEED_RUN_SCRIPTS
 PLAN_FILE = "plan.json"               # the CI run's plan (cpython_perf.ci.plan), downloaded by the report job
 MISSING_IMAGES = "missing-images.txt"  # results/<cell>/: the images a selected cell's job could not load
 CELL_JUNIT_DIR = "junit"   # results/junit/<cell>.xml: the report's consolidated JUnit file of each cell
-LANES_DIR = "deb"          # results/deb/<lane run>/: what a distro lane wrote (cpython_perf.distro.deb_build)
+LANES_DIR = "deb"          # results/deb/<lane run>/: what a packaging lane wrote (cpython_perf.lanes.lane_run)
 # Cells a buildbot run did not run: results/skipped.json ({cell: why}), written by the master's `matrix`
 # build (cpython_perf/ci/buildbot_steps.py) beside the run's uploads.
 SKIPPED_FILE = "skipped.json"

@@ -353,7 +353,7 @@ def pin(matrix: Matrix, names: list[str], source, log=print, cache_dir: Path | N
             text = re.sub(r"(?m)^debian:.*$", "debian: null", text, count=1)
             log(f"{version}: {recipe.path.name} named {recipe.debian.package}/{recipe.debian.suite}'s "
                 f"{recipe.debian.file}, which mirrors {recipe.version}, not {release.version}: set to debian: null "
-                "(this version was pinned because a distro ships it: check its series and distro lanes)")
+                "(this version was pinned because a distro ships it: check its series and packaging lanes)")
         write_recipe(recipe, version, text)
         line = f"{version}: {recipe.version} -> {release.version} (sha256 {sha256}, {size or '?'} bytes) in {recipe.path.name}"
         changed.append(line)

@@ -14,7 +14,7 @@ The release's signature (cpython_perf/source/signatures.py) is checked whenever 
 is at hand: the `.asc` (up to 3.13) or `.sigstore` (3.14 on) fetched with the
 tarball from python.org or carried by the Debian source package, kept next to
 the tarball in the cache, or one in the Debian source package cache
-(~/.cache/cpython-perf/debian-sources/, distro/source_packages.py).  The log
+(~/.cache/cpython-perf/debian-sources/, lanes/source_packages.py).  The log
 says what was checked, or that no signature was at hand; a bad signature is a
 SignatureError and nothing is cached.
 """
@@ -54,7 +54,7 @@ DEBIAN_SUITE_SUFFIXES = ("-security", "-proposed-updates", "-updates", "-backpor
 # The Debian archive to bootstrap from; wins over the apt sources when set.  Where neither names one (a
 # GitHub Actions runner is Ubuntu), mmdebstrap's own default archive is used (debian_archive_uri()).
 DEBIAN_ARCHIVE_ENV = "CPYTHON_PERF_DEBIAN_ARCHIVE"
-# The verified Debian source packages' cache (distro/source_packages.py keeps them there).
+# The verified Debian source packages' cache (lanes/source_packages.py keeps them there).
 DEBIAN_SOURCE_CACHE_ENV = "CPYTHON_PERF_DEBIAN_SOURCE_CACHE"
 
 

@@ -540,6 +540,18 @@ def test_the_debian_keyring_is_pinned_in_the_repository():
         assert "Debian Archive Automatic Signing Key (13/trixie)" in shown.stdout
 
 
+def test_the_lanes_jobs_install_the_keyrings_matrix_yaml_pins():
+    """The lanes' jobs install each distribution's keyring through `lane-keyrings` (which checks it against its
+    sha256 in matrix.yaml), the one keys/README.md names; none installs a keyring file by name."""
+    debian = load_matrix().distributions["debian"]
+    assert debian.keyring_sha256 in (PROJECT_ROOT / "keys" / "README.md").read_text()
+    assert debian.keyring_sha256 in (WORKFLOWS / "image.yml").read_text()
+    for name in ("apt-repo.yml", "pins.yml"):
+        text = (WORKFLOWS / name).read_text()
+        assert "$(python -m cpython_perf lane-keyrings)" in text, name
+        assert "keys/debian-archive-keyring.gpg" not in text, name
+
+
 def test_docker_is_checked_first_on_every_runner():
     for name in ("image.yml", "cell.yml"):
         [job] = load(name)["jobs"].values()
@@ -580,7 +592,7 @@ def test_the_apt_repository_is_signed_again_every_week_before_its_valid_until_pa
     """Every Release is valid for apt_repo.DEFAULT_VALID_FOR_DAYS (Valid-Until); the scheduled run, once a week,
     signs the published repository again (--refresh-from the Pages URL) and builds no lane, so one failed run
     is tolerated before apt calls the repository expired."""
-    from cpython_perf.distro import apt_repo
+    from cpython_perf.lanes import apt_repo
 
     workflow = load("apt-repo.yml")
     [cron] = [entry["cron"] for entry in workflow["on"]["schedule"]]
@@ -608,8 +620,8 @@ def test_the_apt_repository_builds_one_lane_a_job_then_assembles():
     assert lane["strategy"]["matrix"]["lane"] == "${{ fromJSON(needs.lanes.outputs.lanes) }}"
     assert lane["strategy"]["fail-fast"] is False
     assert int(lane["timeout-minutes"]) <= 120
-    assert "lanes=" in jobs["lanes"]["steps"][-1]["run"] and "load_matrix().distros" in jobs["lanes"]["steps"][-1]["run"]
-    assert len(load_matrix().distros) >= 2
+    assert "lanes=" in jobs["lanes"]["steps"][-1]["run"] and "load_matrix().lanes" in jobs["lanes"]["steps"][-1]["run"]
+    assert len(load_matrix().lanes) >= 2
     build = next(s for s in lane["steps"] if "nox -s" in s.get("run", ""))
     assert build["env"] == {"LANE": "${{ matrix.lane }}"} and '"deb-$LANE"' in build["run"]
     [upload] = [s for s in lane["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact@")]

@@ -1,4 +1,4 @@
-"""SBOMs (cpython_perf.image.sbom): a cell image's and a distro lane's, CycloneDX 1.6 JSON checked with the library's own
+"""SBOMs (cpython_perf.image.sbom): a cell image's and a packaging lane's, CycloneDX 1.6 JSON checked with the library's own
 JSON-schema validator.  No Docker: the cell's packages come from a dpkg status text, the lane's output is
 synthetic (a .dsc, .debs and a .buildinfo made here, in a directory named by the lane's real build key).  The
 real image is in tests/image/test_sbom_image.py (container)."""
@@ -18,8 +18,8 @@ pytest.importorskip("cyclonedx.validation.json", reason="cyclonedx-python-lib is
 
 from cpython_perf import cli
 from cpython_perf.image import pipeline, sbom
-from cpython_perf.distro import deb_build, series_forms  # noqa: E402
-from cpython_perf.distro import sbom as lane_sbom  # noqa: E402
+from cpython_perf.lanes import deb_build, images, series_forms, source_tree  # noqa: E402
+from cpython_perf.lanes import sbom as lane_sbom  # noqa: E402
 from cpython_perf.errors import DriverError  # noqa: E402
 from cpython_perf.matrix import PROJECT_ROOT, load_matrix  # noqa: E402
 from cpython_perf.source import patches  # noqa: E402
@@ -168,7 +168,7 @@ def test_attach_archive_dates_every_entry_and_keeps_share_root_owned(tmp_path):
 # a lane's built output
 
 
-LANE = MATRIX.distro("bookworm-3.11")
+LANE = MATRIX.lane("bookworm-3.11")
 ORIG = b"orig tarball bytes"
 DEBIAN = b"debian tarball bytes"
 
@@ -213,10 +213,10 @@ def _lane_output(tmp: Path, *, key: str | None = None, with_series: bool = True)
     form = tmp / "form"
     names = series_forms.write_quilt_form(LANE.patch_series, form)
     form_files = {p.name: p.read_bytes() for p in sorted(form.iterdir())}
-    real_key = deb_build.build_key(LANE, dsc, form_files, env, deb_build.build_image_tag(LANE, dsc.read_text()))
+    real_key = deb_build.build_key(LANE, dsc, form_files, env, images.build_image_tag(LANE, dsc.read_text()))
     out = tmp / "deb" / LANE.name / (key or real_key[:16])
     out.mkdir(parents=True)
-    version = deb_build.perf_version(LANE.package_version)
+    version = source_tree.perf_version(LANE.package_version)
     debs = [f"libpython3.11_{version}_amd64.deb", f"python3.11_{version}_amd64.deb",
             f"libpython3.11-testsuite_{version}_all.deb"]
     for name in debs:
@@ -323,7 +323,7 @@ def test_command_wants_a_cell_or_a_lane(capsys):
 
 def test_command_writes_a_lane_sbom(tmp_path, monkeypatch, capsys):
     out, dsc = _lane_output(tmp_path)
-    from cpython_perf.distro import source_packages
+    from cpython_perf.lanes import source_packages
 
     monkeypatch.setattr(source_packages, "fetch_source_package",
                         lambda lane, log=None: source_packages.SourcePackage(lane.source_package,

@@ -13,8 +13,11 @@ from textwrap import dedent
 
 import pytest
 
-from cpython_perf.distro import source_packages
+from cpython_perf.lanes import source_packages
+from cpython_perf.matrix import load_matrix
 from cpython_perf.source import sources
+
+DEBIAN_LANES = load_matrix().distributions["debian"]   # the lanes' distribution
 
 UBUNTU = "http://ubuntu-archive.invalid/ubuntu/"
 UBUNTU_SECURITY = "http://ubuntu-security.invalid/ubuntu/"
@@ -118,7 +121,7 @@ def as_machine(tmp_path, monkeypatch):
         monkeypatch.setattr(sources, "APT_SOURCE_FILES", paths)
         monkeypatch.setattr(sources, "APT_LISTS", lists_dir)
         monkeypatch.delenv(sources.DEBIAN_ARCHIVE_ENV, raising=False)
-        monkeypatch.delenv(source_packages.SECURITY_ARCHIVE_ENV, raising=False)
+        monkeypatch.delenv(source_packages.archive_env(DEBIAN_LANES, security=True), raising=False)
         return paths, lists_dir
     return lay_out
 
@@ -138,11 +141,11 @@ def test_ubuntu_runner_security_archive_is_never_ubuntus(as_machine, monkeypatch
     """With the main archive named by the variable, Ubuntu's noble-security is not taken as Debian's."""
     as_machine(UBUNTU_2404)
     monkeypatch.setenv(sources.DEBIAN_ARCHIVE_ENV, DEBIAN)
-    entries = source_packages.archive_entries()
+    entries = source_packages.archive_entries(DEBIAN_LANES)
     assert entries["main"]["uri"] == DEBIAN
     assert "security" not in entries
-    monkeypatch.setenv(source_packages.SECURITY_ARCHIVE_ENV, DEBIAN_SECURITY)
-    assert source_packages.archive_entries()["security"]["uri"] == DEBIAN_SECURITY
+    monkeypatch.setenv(source_packages.archive_env(DEBIAN_LANES, security=True), DEBIAN_SECURITY)
+    assert source_packages.archive_entries(DEBIAN_LANES)["security"]["uri"] == DEBIAN_SECURITY
 
 
 @pytest.mark.parametrize("files, keyring", [
@@ -154,7 +157,7 @@ def test_debian_machines_archive_and_security_archive(as_machine, files, keyring
     as_machine(files)
     assert sources.machine_archive_entry() == {"uri": DEBIAN, "signed_by": keyring}
     assert sources.debian_archive_uri() == DEBIAN
-    entries = source_packages.archive_entries()
+    entries = source_packages.archive_entries(DEBIAN_LANES)
     assert entries["security"] == {"uri": DEBIAN_SECURITY, "signed_by": keyring}
 
 

@@ -74,15 +74,15 @@ def test_signers_per_series():
 @pytest.fixture(scope="module")
 def release_3135():
     """(tarball, .asc): the tarball through the project's source fetch, the signature from Debian's verified
-    python3.13 source package (distro/source_packages.py, its cache or the archive)."""
+    python3.13 source package (lanes/source_packages.py, its cache or the archive)."""
     if not shutil.which("gpgv"):
         pytest.skip("gpgv is not installed (apt-get install gpgv)")
-    from cpython_perf.distro import source_packages
+    from cpython_perf.lanes import source_packages
 
     matrix = load_matrix()
     try:
         tarball = sources.fetch_source(matrix.cell("3.13-fp").recipe, log=lambda *_: None)
-        package = source_packages.fetch_source_package(matrix.distro("trixie-3.13"), log=lambda *_: None)
+        package = source_packages.fetch_source_package(matrix.lane("trixie-3.13"), log=lambda *_: None)
     except SourceUnavailable as exc:
         pytest.skip(f"3.13.5's tarball or Debian's python3.13 source package cannot be had here: {exc}")
     asc = package.directory / "python3.13_3.13.5.orig.tar.xz.asc"

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from cpython_perf import cli
-from cpython_perf.distro import series_forms, source_check
-from cpython_perf.distro.source_check import ALREADY, APPLIES, FAILS, FUZZ, OFFSET, PARTLY
+from cpython_perf.lanes import series_forms, source_check
+from cpython_perf.lanes.source_check import ALREADY, APPLIES, FAILS, FUZZ, OFFSET, PARTLY
 
 BASE = {"a.c": "".join(f"line {i}\n" for i in range(1, 41)), "b.c": "one\ntwo\nthree\nfour\nfive\n"}
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cpython_perf.distro import deb_build, deb_reproducibility
+from cpython_perf.lanes import deb_build, deb_reproducibility, docker_run
 
 needs_dpkg_deb = pytest.mark.skipif(not shutil.which("dpkg-deb"), reason="dpkg-deb is not installed")
 
@@ -33,7 +33,7 @@ def test_build_b_varies_what_reprotest_varies():
 
 
 def test_docker_run_takes_the_conditions_options():
-    cmd = deb_build.docker_run_command("img", ["true"], options=("--hostname", "h"))
+    cmd = docker_run.docker_run_command("img", ["true"], options=("--hostname", "h"))
     assert cmd[:5] == ["docker", "run", "--rm", "--hostname", "h"] and cmd[-2:] == ["img", "true"]
 
 

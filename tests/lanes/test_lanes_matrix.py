@@ -1,10 +1,10 @@
-"""matrix.yaml `distros:` (the packaging lanes) and the Debian source package helpers, without the network."""
+"""matrix.yaml `lanes:` (the packaging lanes) and the Debian source package helpers, without the network."""
 
 from __future__ import annotations
 
 import pytest
 
-from cpython_perf.distro import source_packages
+from cpython_perf.lanes import source_packages
 from cpython_perf.errors import UnknownCell
 from cpython_perf.matrix import load_matrix
 
@@ -13,19 +13,19 @@ from ..conftest import edit, expect_error
 
 def test_lanes_load_with_their_series():
     matrix = load_matrix()
-    lane = matrix.distro("bookworm-3.11")
+    lane = matrix.lane("bookworm-3.11")
     assert (lane.suite, lane.version, lane.source_package) == ("bookworm", "3.11", "python3.11")
     assert lane.session == "deb-bookworm-3.11" and lane.python == "/usr/bin/python3.11"
     assert lane.patch_series == matrix.series_of("3.11")
     assert lane.upstream_version == "3.11.2" == matrix.cell("3.11-fp").recipe.version
     with pytest.raises(UnknownCell, match="defines bullseye-3.9"):
-        matrix.distro("sid-3.12")
+        matrix.lane("sid-3.12")
 
 
 def test_every_lane_builds_the_pinned_upstream_release():
     """A lane's Debian version is of the same upstream release as the version's recipe: the series is proven there."""
     matrix = load_matrix()
-    for lane in matrix.distros.values():
+    for lane in matrix.lanes.values():
         recipe = next(c.recipe for c in matrix.cells.values() if c.version == lane.version)
         assert lane.upstream_version == recipe.version, lane.name
 
@@ -34,7 +34,7 @@ def test_every_lane_builds_the_pinned_upstream_release():
     ("  bookworm-3.11:\n", "  bookworm311:\n", "bookworm311:", "must be named <suite>-<version>"),
     ("  bookworm-3.11:\n", "  bookworm-3.12:\n", "bookworm-3.12:", "3.12 has no patch series to add"),
     ("package_version: 3.11.2-6+deb12u8", "package_version: 3.11.2", "package_version: 3.11.2",
-     "must be a Debian revision"),
+     "must be a version with a revision"),
     ("package_version: 3.11.2-6+deb12u8", "package_version: 3.13.5-2", "package_version: 3.13.5-2",
      "is not a 3.11 release"),
     ("perf_suite: bookworm-backports", "perf_suite: trixie", "perf_suite: trixie", "must be bookworm or one of"),
@@ -100,6 +100,7 @@ def test_print_uris_lines_give_the_signed_index_hashes():
 def test_deb_src_stanzas_take_security_suites_from_the_security_archive():
     entries = {"main": {"uri": "http://main.invalid/debian", "signed_by": "/k.gpg"},
                "security": {"uri": "http://sec.invalid/debian-security", "signed_by": "/k.gpg"}}
-    text = source_packages.deb_src_stanzas(["bookworm", "bookworm-security"], entries)
+    text = source_packages.deb_src_stanzas(load_matrix().distributions["debian"], ["bookworm", "bookworm-security"],
+                                            entries)
     assert "URIs: http://main.invalid/debian\nSuites: bookworm\n" in text
     assert "URIs: http://sec.invalid/debian-security\nSuites: bookworm-security\n" in text

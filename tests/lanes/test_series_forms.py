@@ -1,8 +1,8 @@
-"""The packager forms of each series (cpython_perf.distro.series_forms), applied for real.
+"""The packager forms of each series (cpython_perf.lanes.series_forms), applied for real.
 
 Pristine CPython trees come from the verified source cache (fetched once, from
-python.org or Debian); Debian's trees from the distro lanes' source packages
-(matrix.yaml `distros:`), unpacked with dpkg-source, which applies Debian's own
+python.org or Debian); Debian's trees from the packaging lanes' source packages
+(matrix.yaml `lanes:`), unpacked with dpkg-source, which applies Debian's own
 patches.  A source this machine cannot reach is skipped with the reason.
 """
 
@@ -19,13 +19,13 @@ from pathlib import Path
 import pytest
 
 from cpython_perf.source import patches, sources
-from cpython_perf.distro import series_forms, source_packages
+from cpython_perf.lanes import series_forms, source_packages
 from cpython_perf.errors import SourceUnavailable
 from cpython_perf.matrix import load_matrix
 
 MATRIX = load_matrix()
 SERIES_VERSIONS = sorted(MATRIX.series)
-LANES = sorted(MATRIX.distros)
+LANES = sorted(MATRIX.lanes)
 
 
 def _cell_of(version):
@@ -171,7 +171,7 @@ def test_mbox_form_applies_with_git_am(version, pristine, tmp_path):
 
 
 # --------------------------------------------------------------------------
-# Debian's own source packages (matrix.yaml distros:)
+# Debian's own source packages (matrix.yaml lanes:)
 
 
 @pytest.fixture(scope="module")
@@ -180,7 +180,7 @@ def debian_tree(tmp_path_factory):
     trees: dict[str, Path] = {}
 
     def get(name) -> Path:
-        lane = MATRIX.distro(name)
+        lane = MATRIX.lane(name)
         if shutil.which("dpkg-source") is None:
             pytest.skip("dpkg-source is not installed here (Debian's dpkg-dev)")
         if name not in trees:
@@ -200,9 +200,9 @@ def debian_tree(tmp_path_factory):
 
 
 @pytest.mark.parametrize("name", LANES)
-def test_quilt_form_applies_at_fuzz_0_after_the_distros_own_patches(name, debian_tree, tmp_path):
+def test_quilt_form_applies_at_fuzz_0_after_the_distributions_own_patches(name, debian_tree, tmp_path):
     """What dpkg-source does with the series appended to debian/patches/series: every patch at fuzz 0."""
-    lane = MATRIX.distro(name)
+    lane = MATRIX.lane(name)
     source = debian_tree(name)
     tree = tmp_path / "src"
     shutil.copytree(source, tree, symlinks=True)

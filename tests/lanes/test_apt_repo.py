@@ -1,10 +1,10 @@
-"""The apt repository of the deb lanes (cpython_perf/distro/apt_repo.py) and the lanes' version policy and
-staleness check (cpython_perf/distro/deb_check.py), without Docker.
+"""The apt repository of the deb lanes (cpython_perf/lanes/apt_repo.py) and the lanes' version policy and
+staleness check (cpython_perf/lanes/deb_check.py), without Docker.
 
 `dpkg --compare-versions` is the arbiter of the version order.  The repository tests make a real one with
 reprepro and gpg from tiny .debs made with dpkg-deb (seconds), signed with a throwaway key in a temporary
 GNUPGHOME, and check it with gpgv; they skip, saying so, where reprepro or gpg is not installed.  The same
-repository served to apt in pristine containers of each release: tests/distro/test_apt_repo_container.py.
+repository served to apt in pristine containers of each release: tests/lanes/test_apt_repo_container.py.
 """
 
 from __future__ import annotations
@@ -19,13 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from cpython_perf.distro import apt_repo, deb_check
-from cpython_perf.distro.deb_build import perf_version
+from cpython_perf.lanes import apt_repo, deb_check
+from cpython_perf.lanes.source_tree import perf_version
 from cpython_perf.errors import DriverError, RuntimeFailure
 from cpython_perf.matrix import load_matrix
 
 MATRIX = load_matrix()
-LANES = list(MATRIX.distros.values())
+LANES = list(MATRIX.lanes.values())
+DEBIAN = MATRIX.distributions["debian"]
 
 
 def needs(*tools):
@@ -41,7 +42,7 @@ def needs(*tools):
 @pytest.mark.parametrize("lane", LANES, ids=lambda lane: lane.name)
 def test_perf_version_sorts_between_the_archives_build_and_debians_next_update(lane):
     ours = perf_version(lane.package_version)
-    update = deb_check.next_update_version(lane.package_version, lane.suite)
+    update = deb_check.next_update_version(lane.package_version, lane.suite, DEBIAN)
     assert deb_check.compare_versions(ours, "gt", lane.package_version)
     assert deb_check.compare_versions(ours, "lt", update)
     assert deb_check.policy_problems(lane) == []
@@ -50,15 +51,15 @@ def test_perf_version_sorts_between_the_archives_build_and_debians_next_update(l
 def test_the_bookworm_case_in_dpkgs_words():
     assert deb_check.compare_versions("3.11.2-6+deb12u8+perf1", "gt", "3.11.2-6+deb12u8")
     assert deb_check.compare_versions("3.11.2-6+deb12u8+perf1", "lt", "3.11.2-6+deb12u9")
-    assert deb_check.next_update_version("3.11.2-6+deb12u8", "bookworm") == "3.11.2-6+deb12u9"
-    assert deb_check.next_update_version("3.13.5-2+deb13u5", "trixie") == "3.13.5-2+deb13u6"
+    assert deb_check.next_update_version("3.11.2-6+deb12u8", "bookworm", DEBIAN) == "3.11.2-6+deb12u9"
+    assert deb_check.next_update_version("3.13.5-2+deb13u5", "trixie", DEBIAN) == "3.13.5-2+deb13u6"
 
 
 def test_a_release_revision_without_an_update_suffix_breaks_the_rule_and_is_reported():
     # +perf1 sorts ABOVE Debian's first update of a release's own revision ('d' < 'p'): refused
-    lane = MATRIX.distros["bookworm-3.11"]
+    lane = MATRIX.lanes["bookworm-3.11"]
     bare = dataclasses.replace(lane, package_version="3.11.2-6")
-    assert deb_check.next_update_version("3.11.2-6", "bookworm") == "3.11.2-6+deb12u1"
+    assert deb_check.next_update_version("3.11.2-6", "bookworm", DEBIAN) == "3.11.2-6+deb12u1"
     assert not deb_check.compare_versions("3.11.2-6+perf1", "lt", "3.11.2-6+deb12u1")
     problems = deb_check.policy_problems(bare)
     assert any("does not sort below Debian's next update 3.11.2-6+deb12u1" in p for p in problems)
@@ -73,7 +74,7 @@ def test_parse_madison_keeps_the_sources_lines():
     text = ("python3.11 | 3.11.2-6+deb12u9 | http://archive.invalid/debian-security bookworm-security/main Sources\n"
             "python3.11 | 3.11.2-6+deb12u8 | http://archive.invalid/debian bookworm/main Sources\n"
             "python3.11 | 3.11.2-6+deb12u8 | http://archive.invalid/debian bookworm/main amd64 Packages\n")
-    from cpython_perf.distro.source_packages import parse_madison
+    from cpython_perf.lanes.source_packages import parse_madison
 
     assert parse_madison(text) == [("3.11.2-6+deb12u9", "bookworm-security"), ("3.11.2-6+deb12u8", "bookworm")]
 
@@ -95,7 +96,7 @@ def test_a_lane_behind_the_archive_is_reported_and_exits_1():
     text = "\n".join(lines)
     assert ("bookworm-3.11: python3.11 3.11.2-6+deb12u8 is BEHIND the archive's 3.11.2-6+deb12u9 "
             "(bookworm-security)") in text
-    assert "distros.bookworm-3.11.package_version to 3.11.2-6+deb12u9" in text
+    assert "lanes.bookworm-3.11.package_version to 3.11.2-6+deb12u9" in text
     assert "trixie-3.13: python3.13 3.13.5-2+deb13u5 is the archive's newest (trixie)" in text
     assert "1 of 3 lanes behind the archive: bookworm-3.11" in text
 
@@ -132,7 +133,7 @@ def test_a_newer_revision_whose_source_the_pool_does_not_serve_is_said_so():
     assert asked == [("python3.11", "3.11.2-6+deb12u9")]   # the newest, asked only because the lane is behind
     assert "BEHIND the archive's 3.11.2-6+deb12u9" in lines[0]
     assert "the archive's pool does not serve 3.11.2-6+deb12u9's source yet" in lines[0]
-    assert "set distros.bookworm-3.11.package_version" not in lines[0]
+    assert "set lanes.bookworm-3.11.package_version" not in lines[0]
     current = {"python3.11": [("3.11.2-6+deb12u8", "bookworm")]}
     asked.clear()
     assert deb_check.main(MATRIX, ["bookworm-3.11"], [].append, _archive(current), not_yet) == 0
@@ -205,7 +206,7 @@ def test_no_lane_built_names_the_sessions_to_run(tmp_path):
 
 
 def test_a_named_lane_that_is_not_built_is_an_error_even_if_others_are(tmp_path):
-    fake_build(tmp_path, MATRIX.distros["trixie-3.13"])
+    fake_build(tmp_path, MATRIX.lanes["trixie-3.13"])
     with pytest.raises(apt_repo.AptRepoError, match=r"not built: bookworm-3\.11; run `nox -s deb-bookworm-3\.11`"):
         apt_repo.select_builds(MATRIX, ["bookworm-3.11", "trixie-3.13"], tmp_path)
     with pytest.raises(DriverError, match="bookworm-9.99"):
@@ -216,7 +217,7 @@ def test_a_build_of_older_inputs_is_not_published(tmp_path):
     """Packages built before the series (or the .dsc) changed are not what the lane builds now: a newer build
     of other inputs is passed over for the build of the current ones, and with none of those the lane counts
     as not built."""
-    lane = MATRIX.distros["bookworm-3.11"]
+    lane = MATRIX.lanes["bookworm-3.11"]
     fake_build(tmp_path, lane, "a" * 16, built_at="2026-11-24T00:00:00+00:00")
     fake_build(tmp_path, lane, "b" * 16, built_at="2026-11-25T00:00:00+00:00")
     assert apt_repo.find_lane_build(lane, tmp_path).directory.name == "b" * 16
@@ -234,7 +235,7 @@ def test_a_build_of_older_inputs_is_not_published(tmp_path):
 
 
 def test_only_the_series_build_with_frame_pointers_and_the_lanes_version_goes_in(tmp_path):
-    lane = MATRIX.distros["bookworm-3.11"]
+    lane = MATRIX.lanes["bookworm-3.11"]
     fake_build(tmp_path, lane, "1" * 16, with_series=False)
     fake_build(tmp_path, lane, "2" * 16, fp=False)
     fake_build(tmp_path, lane, "3" * 16, version="3.11.2-6+deb12u7+perf1")
@@ -250,7 +251,7 @@ def test_only_the_series_build_with_frame_pointers_and_the_lanes_version_goes_in
 
 
 def test_distributions_conf_has_one_signed_suite_per_release(tmp_path):
-    builds = [apt_repo.LaneBuild(MATRIX.distros[n], tmp_path, perf_version(MATRIX.distros[n].package_version), [], "")
+    builds = [apt_repo.LaneBuild(MATRIX.lanes[n], tmp_path, perf_version(MATRIX.lanes[n].package_version), [], "")
               for n in ("bookworm-3.11", "trixie-3.13")]
     fpr = "A" * 40
     text = apt_repo.distributions_conf(builds, fpr, {"bookworm": ["amd64"], "trixie": ["amd64", "arm64"]})
@@ -374,7 +375,7 @@ def tree(root: Path) -> list[str]:
 
 def test_the_repository_has_a_signed_suite_per_release_and_its_key(tmp_path, signing):
     for name in ("bookworm-3.11", "trixie-3.13"):
-        fake_build(tmp_path / "cache", MATRIX.distros[name])
+        fake_build(tmp_path / "cache", MATRIX.lanes[name])
     builds = apt_repo.select_builds(MATRIX, None, tmp_path / "cache", print)
     out = tmp_path / "dist" / "apt"
     manifest = apt_repo.build_repository(builds, signing, out, "http://127.0.0.1:8000/", print)
@@ -399,7 +400,7 @@ def test_the_repository_has_a_signed_suite_per_release_and_its_key(tmp_path, sig
     assert "deb [signed-by=/etc/apt/keyrings/cpython-perf.gpg] http://127.0.0.1:8000/ bookworm main" in \
         (out / "index.html").read_text()
     assert [p.name for p in out.parent.iterdir()] == ["apt"], "no temporary directory left beside it"
-    # a tampered InRelease no longer verifies (what apt refuses: tests/distro/test_apt_repo_container.py)
+    # a tampered InRelease no longer verifies (what apt refuses: tests/lanes/test_apt_repo_container.py)
     inrelease = out / "dists" / "bookworm" / "InRelease"
     inrelease.write_text(inrelease.read_text().replace("Codename: bookworm", "Codename: bookwarm"))
     done = subprocess.run(["gpgv", "--keyring", str(out / apt_repo.KEYRING), str(inrelease)], capture_output=True)
@@ -407,7 +408,7 @@ def test_the_repository_has_a_signed_suite_per_release_and_its_key(tmp_path, sig
 
 
 def test_a_failed_run_leaves_the_previous_repository_as_it_was(tmp_path, signing):
-    lane = MATRIX.distros["bookworm-3.11"]
+    lane = MATRIX.lanes["bookworm-3.11"]
     directory = fake_build(tmp_path / "cache", lane)
     out = tmp_path / "dist" / "apt"
     apt_repo.build_repository(apt_repo.select_builds(MATRIX, None, tmp_path / "cache", print), signing, out)
@@ -423,7 +424,7 @@ def test_a_failed_run_leaves_the_previous_repository_as_it_was(tmp_path, signing
 
 
 def test_a_failure_inside_reprepro_leaves_nothing_half_made(tmp_path, signing):
-    lane = MATRIX.distros["bookworm-3.11"]
+    lane = MATRIX.lanes["bookworm-3.11"]
     # a package without a Section: reprepro refuses it, after it has taken the others
     directory = fake_build(tmp_path / "cache", lane, debs={"python3.11": "amd64"})
     name = make_deb(directory, "python3.11-venv", perf_version(lane.package_version), "amd64", section=None)
@@ -440,7 +441,7 @@ def test_a_failure_inside_reprepro_leaves_nothing_half_made(tmp_path, signing):
 
 
 def test_a_directory_that_is_not_a_repository_is_not_replaced(tmp_path, signing):
-    fake_build(tmp_path / "cache", MATRIX.distros["bookworm-3.11"])
+    fake_build(tmp_path / "cache", MATRIX.lanes["bookworm-3.11"])
     out = tmp_path / "docs"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
@@ -451,16 +452,16 @@ def test_a_directory_that_is_not_a_repository_is_not_replaced(tmp_path, signing)
 
 def test_the_command_line_says_what_is_missing(tmp_path, monkeypatch):
     from cpython_perf import cli
-    from cpython_perf.distro import deb_build
+    from cpython_perf.lanes import run_record
 
-    monkeypatch.setattr(deb_build, "default_cache_root", lambda: tmp_path)
+    monkeypatch.setattr(run_record, "default_cache_root", lambda: tmp_path)
     # the fake build is of the lane's current inputs (its source package is not fetched)
     monkeypatch.setattr(apt_repo, "current_keys", lambda log=print: lambda lane: lambda env: "0" * 64)
     proc_err = []
     monkeypatch.setattr("sys.stderr", type("E", (), {"write": lambda self, s: proc_err.append(s), "flush": lambda self: None})())
     assert cli.main(["apt-repo", "--key", "X"]) == 2
     assert "no deb lane is built" in "".join(proc_err)
-    fake_build(tmp_path, MATRIX.distros["trixie-3.13"])
+    fake_build(tmp_path, MATRIX.lanes["trixie-3.13"])
     proc_err.clear()
     assert cli.main(["apt-repo"]) == 2
     assert "no signing key" in "".join(proc_err)
@@ -468,15 +469,15 @@ def test_the_command_line_says_what_is_missing(tmp_path, monkeypatch):
 
 def test_the_security_archive_can_be_named_like_the_main_one(monkeypatch):
     from cpython_perf.source import sources
-    from cpython_perf.distro import source_packages
+    from cpython_perf.lanes import source_packages
 
     monkeypatch.setenv("CPYTHON_PERF_DEBIAN_ARCHIVE", "http://mirror.invalid/debian")
     monkeypatch.setenv("CPYTHON_PERF_DEBIAN_SECURITY_ARCHIVE", "http://mirror.invalid/debian-security")
-    entries = source_packages.archive_entries()
+    entries = source_packages.archive_entries(DEBIAN)
     assert entries["main"]["uri"] == "http://mirror.invalid/debian"
     assert entries["security"] == {"uri": "http://mirror.invalid/debian-security", "signed_by": None}
     assert "deb http://mirror.invalid/debian-security bookworm-security main" in \
-        __import__("cpython_perf.distro.deb_build", fromlist=["x"]).archive_lines(["bookworm-security"], entries)
+        __import__("cpython_perf.lanes.images", fromlist=["x"]).archive_lines(DEBIAN, ["bookworm-security"], entries)
     assert sources.DEBIAN_ARCHIVE_ENV == "CPYTHON_PERF_DEBIAN_ARCHIVE"
 
 
@@ -504,20 +505,20 @@ def test_perf_revision_n_moves_the_version_and_the_build_but_not_the_symbols():
     """A second build of the same Debian revision (a series change) is +perf2: above +perf1, still below
     Debian's next update; the build cache key changes with it (+perf1 keys stay as they were), the minimal
     version of the added symbols stays +perf1~ (which +perf2 satisfies)."""
-    from cpython_perf.distro import deb_build
+    from cpython_perf.lanes import deb_build, source_tree
 
-    lane = MATRIX.distros["bookworm-3.11"]
+    lane = MATRIX.lanes["bookworm-3.11"]
     second = dataclasses.replace(lane, perf_revision=2)
     assert lane.perf_revision == 1 and lane.perf_version == "3.11.2-6+deb12u8+perf1"
     assert second.perf_version == "3.11.2-6+deb12u8+perf2"
     assert deb_check.compare_versions(second.perf_version, "gt", lane.perf_version)
     assert deb_check.policy_problems(second) == []
-    assert deb_build.symbols_version(lane.package_version) == "3.11.2-6+deb12u8+perf1~"
-    assert deb_check.compare_versions(second.perf_version, "ge", deb_build.symbols_version(lane.package_version))
+    assert source_tree.symbols_version(lane.package_version) == "3.11.2-6+deb12u8+perf1~"
+    assert deb_check.compare_versions(second.perf_version, "ge", source_tree.symbols_version(lane.package_version))
     dsc = Path(__file__)   # any file: the key hashes its bytes
     keys = {n: deb_build.build_key(dataclasses.replace(lane, perf_revision=n), dsc, {}, {}, "img") for n in (1, 2)}
     assert keys[1] != keys[2]
-    entry = deb_build.changelog_entry(second, ["a.patch"], [], "", __import__("datetime").datetime(2026, 1, 1))
+    entry = source_tree.changelog_entry(second, ["a.patch"], [], "", __import__("datetime").datetime(2026, 1, 1))
     assert entry.startswith("python3.11 (3.11.2-6+deb12u8+perf2) bookworm; urgency=medium")
 
 
@@ -526,7 +527,7 @@ def test_perf_revision_n_moves_the_version_and_the_build_but_not_the_symbols():
 
 
 def test_distributions_conf_gives_every_suite_a_valid_until_and_refuses_a_bad_period(tmp_path):
-    builds = [apt_repo.LaneBuild(MATRIX.distros[n], tmp_path, perf_version(MATRIX.distros[n].package_version), [], "")
+    builds = [apt_repo.LaneBuild(MATRIX.lanes[n], tmp_path, perf_version(MATRIX.lanes[n].package_version), [], "")
               for n in ("bookworm-3.11", "trixie-3.13")]
     arches = {"bookworm": ["amd64"], "trixie": ["amd64"]}
     text = apt_repo.distributions_conf(builds, "A" * 40, arches)
@@ -544,7 +545,7 @@ def release_dates(release: str) -> tuple[float, float]:
 
 
 def test_the_signed_release_carries_valid_until_date_plus_the_period(tmp_path, signing):
-    fake_build(tmp_path / "cache", MATRIX.distros["bookworm-3.11"])
+    fake_build(tmp_path / "cache", MATRIX.lanes["bookworm-3.11"])
     out = tmp_path / "dist" / "apt"
     manifest = apt_repo.build_repository(apt_repo.select_builds(MATRIX, None, tmp_path / "cache", print), signing,
                                          out, valid_for_days=5)
@@ -560,7 +561,7 @@ def test_the_signed_release_carries_valid_until_date_plus_the_period(tmp_path, s
 
 def published(tmp_path, signing, name="published"):
     for lane in ("bookworm-3.11", "trixie-3.13"):
-        fake_build(tmp_path / "cache", MATRIX.distros[lane])
+        fake_build(tmp_path / "cache", MATRIX.lanes[lane])
     out = tmp_path / name
     apt_repo.build_repository(apt_repo.select_builds(MATRIX, None, tmp_path / "cache", print), signing, out,
                               valid_for_days=1)

@@ -4,7 +4,7 @@ Users add one source line and get `python3.X -X perf` from apt:
 
     deb [signed-by=/etc/apt/keyrings/cpython-perf.gpg] URL bookworm main
 
-One suite per Debian release of matrix.yaml `distros:` (bullseye, bookworm, trixie), component `main`, the
+One suite per Debian release of matrix.yaml `lanes:` (bullseye, bookworm, trixie), component `main`, the
 packages of every lane of that release that is built.  What goes in is what the lanes built
 (~/.cache/cpython-perf/deb/<lane>/<key>/, listed by the build's DONE file): the build with the series and
 the frame-pointer flags (not --without-series, not --release-grade) whose version is the lane's
@@ -57,8 +57,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..errors import DriverError, RuntimeFailure
-from ..matrix import PROJECT_ROOT, DistroLane, Matrix
-from .deb_check import DEBIAN_RELEASES
+from ..matrix import PROJECT_ROOT, Lane, Matrix
 
 ORIGIN = "cpython-perf"
 LABEL = "cpython-perf"
@@ -87,7 +86,7 @@ class SigningKeyError(AptRepoError):
 
 @dataclass
 class LaneBuild:
-    lane: DistroLane
+    lane: Lane
     directory: Path
     version: str
     debs: list[Path]
@@ -95,7 +94,7 @@ class LaneBuild:
     archive_version: str | None = None   # the Debian revision it was built on (default: the lane's, in matrix.yaml)
 
 
-def wanted_build(done: dict, lane: DistroLane) -> bool:
+def wanted_build(done: dict, lane: Lane) -> bool:
     """Whether a DONE file describes the build users get: the series added, the frame-pointer flags
     (DEB_CFLAGS_APPEND; --release-grade builds have none), the lane's +perf version."""
     flavour = done.get("flavour") or {}
@@ -103,11 +102,11 @@ def wanted_build(done: dict, lane: DistroLane) -> bool:
             and done.get("version") == lane.perf_version)
 
 
-def find_lane_build(lane: DistroLane, cache_root: Path | None = None, current=None) -> LaneBuild | None:
+def find_lane_build(lane: Lane, cache_root: Path | None = None, current=None) -> LaneBuild | None:
     """The newest wanted build of the lane in the cache, or None.  current: a function of the build's
     environment giving the lane's build key now (deb_build.current_build_key); with it, builds of other
     inputs (an older series or .dsc) are not taken."""
-    from .deb_build import default_cache_root
+    from .run_record import default_cache_root
 
     found = []
     for done_file in sorted(Path(cache_root or default_cache_root()).joinpath(lane.name).glob("*/DONE")):
@@ -129,12 +128,12 @@ def select_builds(matrix: Matrix, lanes: list[str] | None, cache_root: Path | No
     (the others named in the log).  None built: AptRepoError naming the sessions that build them.
     current_of: a function of the lane giving find_lane_build's `current` (current_keys): a build of older
     inputs counts as not built."""
-    names = lanes or list(matrix.distros)
+    names = lanes or list(matrix.lanes)
     for name in names:
-        matrix.distro(name)   # an unknown lane: its own error, listing the lanes
+        matrix.lane(name)   # an unknown lane: its own error, listing the lanes
     builds, missing = [], []
     for name in names:
-        lane = matrix.distros[name]
+        lane = matrix.lanes[name]
         build = find_lane_build(lane, cache_root)
         if build is not None and current_of is not None:
             build = find_lane_build(lane, cache_root, current_of(lane))
@@ -203,7 +202,7 @@ def suites_of(builds: list[LaneBuild]) -> dict[str, list[LaneBuild]]:
 
 
 def suite_description(suite: str, builds: list[LaneBuild]) -> str:
-    release = f"Debian {DEBIAN_RELEASES[suite]} ({suite})" if suite in DEBIAN_RELEASES else f"Debian {suite}"
+    release = builds[0].lane.distribution.release_title(suite)
     packages = ", ".join(f"{b.lane.source_package} {b.version}" for b in builds)
     return f"CPython with perf profiler support (-X perf, -X perf_jit) for {release}: {packages}"
 
@@ -574,10 +573,10 @@ def published_builds(source: str, matrix: Matrix, key: SigningKey, work: Path, l
                     raise RuntimeFailure(f"--refresh-from {source}: {'; '.join(problems)}")
                 debs.setdefault(stanza.get("Version", ""), {})[deb.name] = deb
         for published in info.get("lanes", []):
-            lane = matrix.distros.get(published.get("lane"))
+            lane = matrix.lanes.get(published.get("lane"))
             if lane is None:
                 raise AptRepoError(f"--refresh-from {source}: the published lane {published.get('lane')!r} is not "
-                                   "in matrix.yaml distros: publish the lanes again (apt-repo without --refresh-from)")
+                                   "in matrix.yaml lanes: publish the lanes again (apt-repo without --refresh-from)")
             found = debs.get(published["version"], {})
             if sorted(found) != sorted(published["packages"]):
                 raise AptRepoError(f"--refresh-from {source}: {suite}'s indices list {sorted(found)} for "
@@ -597,7 +596,7 @@ def current_keys(log=print):
     from .deb_build import current_build_key
     from .source_packages import fetch_source_package
 
-    def current_of(lane: DistroLane):
+    def current_of(lane: Lane):
         dsc = fetch_source_package(lane, log=log).dsc
         return lambda env: current_build_key(lane, dsc, env)
     return current_of

@@ -1,9 +1,10 @@
 """`python -m cpython_perf deb-check`: is each deb lane still on the archive's newest revision?  And the
 version policy of the packages the lanes build.
 
-The version policy.  A lane builds Debian's `<package_version>` with the series added as
-`<package_version>+perfN` (N: matrix.yaml's distros.<lane>.perf_revision, 1 unless the packages of the same
-revision changed; DistroLane.perf_version): it sorts right above the archive's build of the same
+The version policy (said here for Debian; a distribution's revision rule is its matrix.yaml
+distributions.<key>.revision).  A lane builds Debian's `<package_version>` with the series added as
+`<package_version>+perfN` (N: matrix.yaml's lanes.<lane>.perf_revision, 1 unless the packages of the same
+revision changed; Lane.perf_version): it sorts right above the archive's build of the same
 revision, so `apt-get install`/`upgrade` from a repository that carries it prefers it to the archive's
 identical-but-unpatched build, and below Debian's next update of the package (`+debNNu(K+1)`, a security or
 point-release upload), so that update wins as soon as the archive has it and the user is never held on an
@@ -23,17 +24,15 @@ patches) and publish the repository again.
 
 from __future__ import annotations
 
-import re
+import functools
 import subprocess
 from dataclasses import dataclass
 
 from ..errors import DriverError, SourceUnavailable
-from ..matrix import DistroLane, Matrix
+from ..matrix import Distribution, Lane, Matrix
 
 EXIT_STALE = 1
 EXIT_OFFLINE = 3
-DEBIAN_RELEASES = {"buster": "10", "bullseye": "11", "bookworm": "12", "trixie": "13", "forky": "14"}
-_UPDATE = re.compile(r"\+deb(\d+)u(\d+)$")
 
 
 class ArchiveUnreadable(DriverError):
@@ -56,32 +55,30 @@ def newest(versions) -> str:
     return best
 
 
-def next_update_version(package_version: str, suite: str) -> str:
-    """The version Debian's next update of this revision gets: +debNNu(K+1), or +debNNu1 after the
-    release's own revision."""
-    m = _UPDATE.search(package_version)
-    if m:
-        return package_version[:m.start()] + f"+deb{m.group(1)}u{int(m.group(2)) + 1}"
-    return f"{package_version}+deb{DEBIAN_RELEASES.get(suite, 'NN')}u1"
+def next_update_version(package_version: str, suite: str, distribution: Distribution) -> str:
+    """The version the distribution's next update of this revision gets (Debian's: +debNNu(K+1), or +debNNu1
+    after the release's own revision)."""
+    return distribution.update_revision(package_version, suite)
 
 
-def policy_problems(lane: DistroLane) -> list[str]:
+def policy_problems(lane: Lane) -> list[str]:
     """Where the lane's +perf version breaks the policy (empty: it holds)."""
-    ours, archive = lane.perf_version, lane.package_version
-    update = next_update_version(archive, lane.suite)
+    ours, archive, distribution = lane.perf_version, lane.package_version, lane.distribution
+    update = next_update_version(archive, lane.suite, distribution)
     problems = []
-    if not _UPDATE.search(archive):
-        problems.append(f"{lane.name}: {archive} does not end in +debNNuK: the rule needs an updated revision")
+    if not distribution.update_pattern.search(archive):
+        problems.append(f"{lane.name}: {archive} does not end in {distribution.revision_shape}: the rule needs an "
+                        "updated revision")
     if not compare_versions(ours, "gt", archive):
         problems.append(f"{lane.name}: {ours} does not sort above the archive's {archive}")
     if not compare_versions(ours, "lt", update):
-        problems.append(f"{lane.name}: {ours} does not sort below Debian's next update {update}")
+        problems.append(f"{lane.name}: {ours} does not sort below {distribution.name}'s next update {update}")
     return problems
 
 
 @dataclass
 class LaneState:
-    lane: DistroLane
+    lane: Lane
     newest: str | None              # the archive's newest version of the source package (None: not listed)
     newest_suite: str | None
     listed: list[tuple[str, str]]   # (version, suite) as the archive lists them
@@ -113,29 +110,31 @@ class LaneState:
                     "when it names the steps")
         return (f"{head} is BEHIND the archive's {self.newest} ({self.newest_suite}){gone}: apt prefers the "
                 f"archive's build to the lane's {lane.perf_version}. Rebuild the lane on it: set "
-                f"distros.{lane.name}.package_version to {self.newest} in matrix.yaml (perf_revision back to 1), "
+                f"lanes.{lane.name}.package_version to {self.newest} in matrix.yaml (perf_revision back to 1), "
                 f"`nox -s {lane.session}` "
                 "(the series must apply after the new revision's patches), then publish the repository "
                 "(`nox -s apt-repo`)")
 
 
-def lane_state(lane: DistroLane, versions_of=None, served=None) -> LaneState:
+def lane_state(lane: Lane, versions_of=None, served=None) -> LaneState:
     """The lane against the archive; when it is behind, whether the pool serves the newer source
     (served(package, version, suites) -> bool, default source_packages.source_served)."""
     from .source_packages import archive_source_versions, source_served
 
-    listed = (versions_of or archive_source_versions)(lane.source_package, lane.suites)
+    listed = (versions_of or functools.partial(archive_source_versions, distribution=lane.distribution))(
+        lane.source_package, lane.suites)
     top = newest(v for v, _ in listed) if listed else None
     suite = next((s for v, s in listed if v == top), None)
     state = LaneState(lane, top, suite, listed)
     if top is not None and state.stale:
-        state.newest_served = (served or source_served)(lane.source_package, top, lane.suites)
+        state.newest_served = (served or functools.partial(source_served, distribution=lane.distribution))(
+            lane.source_package, top, lane.suites)
     return state
 
 
 def main(matrix: Matrix, lanes: list[str] | None, log=print, versions_of=None, served=None) -> int:
     """The `deb-check` command: one line a lane; exit EXIT_STALE when one is behind."""
-    selected = [matrix.distro(n) for n in lanes] if lanes else list(matrix.distros.values())
+    selected = [matrix.lane(n) for n in lanes] if lanes else list(matrix.lanes.values())
     problems = [p for lane in selected for p in policy_problems(lane)]
     states = []
     for lane in selected:

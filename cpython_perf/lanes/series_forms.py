@@ -24,7 +24,7 @@ exactly those files, byte for byte the same every time:
          and the spec's `PatchNNN:` lines with their comment blocks.
 
 Applying either to a tree gives the same files as the project's own way
-(additions copied, then the series), which tests/distro/test_series_forms.py checks
+(additions copied, then the series), which tests/lanes/test_series_forms.py checks
 on the pristine sources.
 """
 
@@ -287,14 +287,14 @@ python{v}.spec-patches.txt the spec's lines for them: `# NNNNN # <patch-id>`, th
 Patch numbers: {first:05d}-{last:05d} (00900 + the patch's number in patches/{v}/series).{new_files}
 Fedora numbers its own CPython patches from 00001 up, each registered with the Python SIG (they
 are in the 00400s, and python2 once used 04000 and 05000); 009xx stays clear of them. If a number
-is ever taken, renumber ours in one place: FEDORA_FIRST in cpython_perf/distro/series_forms.py.
+is ever taken, renumber ours in one place: FEDORA_FIRST in cpython_perf/lanes/series_forms.py.
 
 fedora-python/cpython (a branch per version, one commit per patch):
 
     git checkout -b fedora-{v}-perf {base}        # or the current fedora-{v} branch
     git am cpython-{v}-fedora.mbox
 
-Every patch applies to the {upstream_version or v} release with `git am` (tests/distro/test_series_forms.py, on the
+Every patch applies to the {upstream_version or v} release with `git am` (tests/lanes/test_series_forms.py, on the
 pristine tarball: the tree it gives is the quilt form's; `nox -s fedora-build` also builds it).
 On another release, check first: `python -m cpython_perf check-series {v} --source Python-{v}.N.tar.xz`.
 

@@ -9,7 +9,7 @@
     starts from, after the distribution's patches;
   * an unpacked source tree (a directory): copied, never changed.
 
-The series is taken in its quilt form (distro/series_forms: for 3.9 and 3.11
+The series is taken in its quilt form (lanes/series_forms: for 3.9 and 3.11
 the new whole files are its first patch), and each patch, in order, is tried
 hunk by hunk with GNU patch, forward and, where that fails, backwards
 (`patch -R --dry-run`: the tree already has the change):

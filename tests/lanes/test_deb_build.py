@@ -1,5 +1,6 @@
-"""The distro lane's Debian build (cpython_perf.distro.deb_build): command lines, the edits of the unpacked
-source package (series, changelog, symbols), lintian parsing, option parsing.  No Docker."""
+"""A packaging lane's Debian build, module by module (cpython_perf.lanes: source_tree, deb_build, images, lintian,
+install_check, docker_run): command lines, the edits of the unpacked source package (series, changelog, symbols),
+lintian parsing, option parsing.  No Docker."""
 
 from __future__ import annotations
 
@@ -12,12 +13,13 @@ from pathlib import Path
 import pytest
 
 from cpython_perf import cli
-from cpython_perf.distro import deb_build
+from cpython_perf.lanes import (deb_build, docker_run, images, install_check, lane_run, lintian, run_record,
+                                 source_packages, source_tree)
 from cpython_perf.errors import DriverError
 from cpython_perf.matrix import load_matrix
 
 MATRIX = load_matrix()
-LANE = MATRIX.distro("bookworm-3.11")
+LANE = MATRIX.lane("bookworm-3.11")
 ENTRIES = {"main": {"uri": "http://archive.example/debian", "signed_by": None},
            "security": {"uri": "http://security.example/debian-security", "signed_by": None}}
 
@@ -40,7 +42,7 @@ Build-Depends-Indep: python3-sphinx, texinfo
 
 
 def test_symbols_version_is_met_by_perf_builds_only():
-    version = deb_build.symbols_version("3.9.2-1+deb11u7")
+    version = source_tree.symbols_version("3.9.2-1+deb11u7")
     assert version == "3.9.2-1+deb11u7+perf1~"
     if shutil.which("dpkg"):
         for other, relation in (("3.9.2-1+deb11u7+perf1", "ge"), ("3.9.2-1+deb11u7+perf2", "ge"),
@@ -49,7 +51,7 @@ def test_symbols_version_is_met_by_perf_builds_only():
 
 
 def test_perf_version_sorts_after_the_archive_version():
-    assert deb_build.perf_version("3.11.2-6+deb12u8") == "3.11.2-6+deb12u8+perf1"
+    assert source_tree.perf_version("3.11.2-6+deb12u8") == "3.11.2-6+deb12u8+perf1"
     if shutil.which("dpkg"):
         assert subprocess.run(["dpkg", "--compare-versions", "3.11.2-6+deb12u8+perf1", "gt",
                                "3.11.2-6+deb12u8"]).returncode == 0
@@ -57,17 +59,17 @@ def test_perf_version_sorts_after_the_archive_version():
                                "3.11.2-6+deb12u9"]).returncode == 0
 
 
-def test_series_names_are_appended_after_the_distros_own():
-    text = deb_build.append_series("0001-debian.patch\nCVE-1.patch", ["0000-new.patch", "0001-a.patch"])
+def test_series_names_are_appended_after_the_distributions_own():
+    text = source_tree.append_series("0001-debian.patch\nCVE-1.patch", ["0000-new.patch", "0001-a.patch"])
     assert text.splitlines() == ["0001-debian.patch", "CVE-1.patch", "cpython-perf/0000-new.patch",
                                  "cpython-perf/0001-a.patch"]
     with pytest.raises(DriverError, match="not pristine"):
-        deb_build.append_series(text, ["0001-a.patch"])
+        source_tree.append_series(text, ["0001-a.patch"])
 
 
 def test_symbols_added_sorted_in_the_files_format():
-    text, added = deb_build.add_symbols(SYMBOLS, "3.11.2-6+deb12u8+perf1")
-    assert added == list(deb_build.NEW_SYMBOLS)
+    text, added = source_tree.add_symbols(SYMBOLS, "3.11.2-6+deb12u8+perf1")
+    assert added == list(source_tree.NEW_SYMBOLS)
     lines = text.splitlines()
     assert lines == sorted(lines)   # kept sorted
     assert " PyUnstable_PerfTrampoline_CompileCode@Base 3.11.2-6+deb12u8+perf1" in lines
@@ -76,24 +78,24 @@ def test_symbols_added_sorted_in_the_files_format():
 
 
 def test_arch_restricted_symbols_as_debians_313_lists_them():
-    text, added = deb_build.add_symbols(SYMBOLS + " _Py_hexdigits@Base @SVER@\n _Py_wfopen@Base @SVER@\n", "V", (),
-                                        deb_build.ARCH_SYMBOLS)
+    text, added = source_tree.add_symbols(SYMBOLS + " _Py_hexdigits@Base @SVER@\n _Py_wfopen@Base @SVER@\n", "V", (),
+                                          source_tree.ARCH_SYMBOLS)
     assert added == ["_Py_trampoline_func_start", "_Py_trampoline_func_end"]
     assert text.splitlines()[-3:] == [" (arch=amd64 arm64)_Py_trampoline_func_end@Base V",
                                       " (arch=amd64 arm64)_Py_trampoline_func_start@Base V",
                                       " _Py_wfopen@Base @SVER@"]
     debian_313 = " (arch=amd64 arm64)_Py_trampoline_func_end@Base @SVER@\n" \
                  " (arch=amd64 arm64)_Py_trampoline_func_start@Base @SVER@\n"
-    assert deb_build.add_symbols(debian_313, "V", (), deb_build.ARCH_SYMBOLS) == (debian_313, [])
+    assert source_tree.add_symbols(debian_313, "V", (), source_tree.ARCH_SYMBOLS) == (debian_313, [])
 
 
 def test_symbols_already_present_are_not_added_again():
     """trixie's python3.13 exports all six upstream: nothing to add."""
-    present = "".join(f" {name}@Base @SVER@\n" for name in sorted(deb_build.NEW_SYMBOLS))
-    text, added = deb_build.add_symbols(present, "3.13.5-2+deb13u5+perf1")
+    present = "".join(f" {name}@Base @SVER@\n" for name in sorted(source_tree.NEW_SYMBOLS))
+    text, added = source_tree.add_symbols(present, "3.13.5-2+deb13u5+perf1")
     assert added == [] and text == present
     partial = " PyUnstable_CopyPerfMapFile@Base @SVER@\n"
-    text, added = deb_build.add_symbols(partial, "v")
+    text, added = source_tree.add_symbols(partial, "v")
     assert "PyUnstable_CopyPerfMapFile" not in added and len(added) == 5
 
 
@@ -103,15 +105,15 @@ def test_symbols_file_is_the_shared_template(tmp_path):
     (debian / "libpython.symbols.in").write_text(SYMBOLS)
     (debian / "libPVER.symbols.in").write_text('libpython@VER@.so.1.0 libpython@VER@ #MINVER#\n'
                                                '#include "libpython.symbols"\n')
-    assert deb_build.symbols_file(debian, "3.11") == debian / "libpython.symbols.in"
+    assert source_tree.symbols_file(debian, "3.11") == debian / "libpython.symbols.in"
     (debian / "libpython.symbols.in").unlink()
-    assert deb_build.symbols_file(debian, "3.11") == debian / "libPVER.symbols.in"
+    assert source_tree.symbols_file(debian, "3.11") == debian / "libPVER.symbols.in"
 
 
 def test_changelog_entry():
     when = datetime(2026, 11, 23, 13, 11, 45, tzinfo=timezone.utc)
-    entry = deb_build.changelog_entry(LANE, ["0000-perf-trampoline-new-files.patch", "0001-x.patch"],
-                                      ["PyUnstable_CopyPerfMapFile"], "debian/libpython.symbols.in", when)
+    entry = source_tree.changelog_entry(LANE, ["0000-perf-trampoline-new-files.patch", "0001-x.patch"],
+                                        ["PyUnstable_CopyPerfMapFile"], "debian/libpython.symbols.in", when)
     lines = entry.splitlines()
     assert lines[0] == "python3.11 (3.11.2-6+deb12u8+perf1) bookworm; urgency=medium"
     assert "cpython-perf" in entry and "debian/patches/cpython-perf/" in entry
@@ -120,7 +122,7 @@ def test_changelog_entry():
                          "Mon, 23 Nov 2026 13:11:45 +0000")
     assert all(len(line) <= 80 for line in lines[1:-2])
     assert entry.endswith("\n\n") and "backported to 3.11.2" in entry
-    fixes = deb_build.changelog_entry(MATRIX.distro("trixie-3.13"), ["0001-gh-141579.patch"], [], "", when)
+    fixes = source_tree.changelog_entry(MATRIX.lane("trixie-3.13"), ["0001-gh-141579.patch"], [], "", when)
     assert fixes.startswith("python3.13 (3.13.5-2+deb13u5+perf1) trixie;") and "Fix the perf profiler" in fixes
     assert "symbols" not in fixes
 
@@ -130,7 +132,7 @@ def test_changelog_entry_parses(tmp_path):
     when = datetime(2026, 11, 23, 13, 0, 0, tzinfo=timezone.utc)
     old = ("python3.11 (3.11.2-6+deb12u8) bookworm-security; urgency=medium\n\n  * Fix.\n\n"
            " -- Someone <someone@example.org>  Wed, 13 May 2026 04:02:22 +0000\n")
-    (tmp_path / "changelog").write_text(deb_build.changelog_entry(LANE, ["a.patch"], [], "", when) + old)
+    (tmp_path / "changelog").write_text(source_tree.changelog_entry(LANE, ["a.patch"], [], "", when) + old)
     out = subprocess.run(["dpkg-parsechangelog", "-l", str(tmp_path / "changelog")], capture_output=True,
                          text=True, check=True).stdout
     assert "Version: 3.11.2-6+deb12u8+perf1" in out and "Distribution: bookworm" in out
@@ -147,7 +149,7 @@ def test_prepare_tree(tmp_path):
     form = tmp_path / "form"
     form.mkdir()
     (form / "0000-new.patch").write_text("x")
-    prepared = deb_build.prepare_tree(tree, LANE, form, ["0000-new.patch"])
+    prepared = source_tree.prepare_tree(tree, LANE, form, ["0000-new.patch"])
     assert (tree / "debian/patches/cpython-perf/0000-new.patch").read_text() == "x"
     assert (tree / "debian/patches/series").read_text() == "debian-own.patch\ncpython-perf/0000-new.patch\n"
     assert (tree / "debian/changelog").read_text().startswith("python3.11 (3.11.2-6+deb12u8+perf1) bookworm;")
@@ -156,41 +158,41 @@ def test_prepare_tree(tmp_path):
         (tree / "debian/libpython.symbols.in").read_text()
     assert prepared.symbols_path == "debian/libpython.symbols.in"
     with pytest.raises(DriverError, match="not pristine"):
-        deb_build.prepare_tree(tree, LANE, form, ["0000-new.patch"])
+        source_tree.prepare_tree(tree, LANE, form, ["0000-new.patch"])
     # the baseline: the tree is left as Debian ships it
-    assert deb_build.prepare_tree(tree, LANE, None, []).version == "3.11.2-6+deb12u8"
+    assert source_tree.prepare_tree(tree, LANE, None, []).version == "3.11.2-6+deb12u8"
 
 
 def test_build_environment_default_and_release_grade():
-    env = deb_build.build_environment(deb_build.DebOptions(), MATRIX)
+    env = deb_build.build_environment(run_record.DebOptions(), MATRIX)
     assert env["DEB_BUILD_OPTIONS"] == "nocheck nopgo nolto parallel=2"
     assert env["DEB_CFLAGS_APPEND"] == "-fno-omit-frame-pointer -mno-omit-leaf-frame-pointer"
     assert env["MAKEFLAGS"] == "JOBS=1" and env["PYTHONHASHSEED"] == "0"
-    env = deb_build.build_environment(deb_build.DebOptions(release_grade=True, jobs=4), MATRIX)
+    env = deb_build.build_environment(run_record.DebOptions(release_grade=True, jobs=4), MATRIX)
     assert env == {"DEB_BUILD_OPTIONS": "parallel=4"}
     assert deb_build.dpkg_buildpackage_command() == ["dpkg-buildpackage", "-b", "-uc", "-us"]
 
 
 def test_lintian_command():
-    cmd = deb_build.lintian_command("/out/x.changes")
+    cmd = lintian.lintian_command("/out/x.changes")
     assert cmd[0] == "lintian" and cmd[-1] == "/out/x.changes"
     assert {"--pedantic", "--display-info", "--display-experimental"} <= set(cmd)
     assert cmd[cmd.index("--fail-on") + 1] == "none"   # exit status 1 then means a run-time error only
 
 
 def test_dsc_fields_and_build_image_tag():
-    assert deb_build.dsc_field(DSC, "Build-Depends-Indep") == "python3-sphinx, texinfo"
-    assert deb_build.binary_packages(DSC) == ["python3.11", "python3.11-venv", "libpython3.11-stdlib",
-                                              "python3.11-minimal", "python3.11-doc"]
-    tag = deb_build.build_image_tag(LANE, DSC)
+    assert source_packages.dsc_field(DSC, "Build-Depends-Indep") == "python3-sphinx, texinfo"
+    assert source_packages.binary_packages(DSC) == ["python3.11", "python3.11-venv", "libpython3.11-stdlib",
+                                                    "python3.11-minimal", "python3.11-doc"]
+    tag = images.build_image_tag(LANE, DSC)
     assert tag.startswith("cpython-perf-debbuild:bookworm-")
-    assert tag == deb_build.build_image_tag(LANE, DSC)
-    assert tag != deb_build.build_image_tag(LANE, DSC.replace("texinfo", "texinfo, libfoo-dev"))
+    assert tag == images.build_image_tag(LANE, DSC)
+    assert tag != images.build_image_tag(LANE, DSC.replace("texinfo", "texinfo, libfoo-dev"))
 
 
 def test_build_image_command_bootstraps_with_the_build_dependencies(tmp_path):
     dsc = tmp_path / "python3.11_3.11.2-6+deb12u8.dsc"
-    cmd = deb_build.build_image_command(LANE, dsc, tmp_path / "r.tar", ENTRIES)
+    cmd = images.build_image_command(LANE, dsc, tmp_path / "r.tar", ENTRIES)
     assert cmd[:2] == ["mmdebstrap", "--variant=apt"]
     assert "lintian" in cmd[2] and "quilt" in cmd[2] and "dpkg-dev" in cmd[2]
     hook = next(c for c in cmd if "build-dep" in c)
@@ -214,7 +216,7 @@ def test_build_dep_script_pins_what_the_pool_does_not_serve(tmp_path):
         "libbluetooth-dev_5.55-3.1%2bdeb11u2_amd64.deb  404  Not Found [IP: 1.2.3.4 80]'\n"
         "exit 100\n")
     (bindir / "apt-get").chmod(0o755)
-    script = deb_build.BUILD_DEP_SCRIPT.replace("/etc/apt/preferences.d/", f"{tmp_path}/")
+    script = images.BUILD_DEP_SCRIPT.replace("/etc/apt/preferences.d/", f"{tmp_path}/")
     proc = subprocess.run(["sh", "-c", script, "build-dep", "x.dsc", "bullseye"], capture_output=True, text=True,
                           env={"PATH": f"{bindir}:/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -225,14 +227,14 @@ def test_build_dep_script_pins_what_the_pool_does_not_serve(tmp_path):
 
 def test_install_image_command_takes_perf_from_the_perf_suite(tmp_path):
     debs = [tmp_path / "python3.11_3.11.2-6+deb12u8+perf1_amd64.deb"]
-    cmd = deb_build.install_image_command(LANE, debs, tmp_path / "r.tar", ENTRIES)
+    cmd = images.install_image_command(LANE, debs, tmp_path / "r.tar", ENTRIES)
     assert "linux-perf/bookworm-backports" in cmd[2]
     assert f"--include={debs[0]}" in cmd
-    assert f"--hook-dir={deb_build.MMDEBSTRAP_DEB_HOOK}" in cmd
-    assert f"--customize-hook={deb_build.PERF_LINK_HOOK}" in cmd
+    assert f"--hook-dir={images.MMDEBSTRAP_DEB_HOOK}" in cmd
+    assert f"--customize-hook={images.PERF_LINK_HOOK}" in cmd
     # perf from one of the lane's own suites: no /suite, which would drag its dependencies (libpython3.9!)
     # to that suite's versions
-    bullseye = deb_build.install_image_command(MATRIX.distro("bullseye-3.9"), debs, tmp_path / "r.tar", ENTRIES)
+    bullseye = images.install_image_command(MATRIX.lane("bullseye-3.9"), debs, tmp_path / "r.tar", ENTRIES)
     assert bullseye[2].endswith(",linux-perf") and "linux-perf/" not in " ".join(bullseye)
     assert cmd[-3:] == ["deb http://archive.example/debian bookworm main",
                         "deb http://security.example/debian-security bookworm-security main",
@@ -240,17 +242,18 @@ def test_install_image_command_takes_perf_from_the_perf_suite(tmp_path):
 
 
 def test_no_mirror_host_in_the_module():
-    text = Path(deb_build.__file__).read_text()
-    assert "deb.debian.org" not in text and "debian.org/debian" not in text
+    for module in Path(deb_build.__file__).parent.glob("*.py"):
+        text = module.read_text()
+        assert "deb.debian.org" not in text and "debian.org/debian" not in text, module.name
 
 
 def test_docker_run_command():
-    cmd = deb_build.docker_run_command("img", ["dpkg-buildpackage", "-b"], mounts={Path("/h"): "/w"},
-                                       env={"A": "b c"}, workdir="/w/src", name="n", network=False,
-                                       cap_add=["PERFMON"], user="65534:65534")
+    cmd = docker_run.docker_run_command("img", ["dpkg-buildpackage", "-b"], mounts={Path("/h"): "/w"},
+                                        env={"A": "b c"}, workdir="/w/src", name="n", network=False,
+                                        cap_add=["PERFMON"], user="65534:65534")
     assert cmd == ["docker", "run", "--rm", "--name", "n", "--user", "65534:65534", "-v", "/h:/w", "-e", "A=b c", "-w", "/w/src",
                    "--cap-add", "PERFMON", "--cap-add", "IPC_LOCK", "--network", "none", "img", "dpkg-buildpackage", "-b"]
-    assert "IPC_LOCK" not in deb_build.docker_run_command("img", ["true"])   # only beside a perf capability
+    assert "IPC_LOCK" not in docker_run.docker_run_command("img", ["true"])   # only beside a perf capability
 
 
 LINTIAN_BUILT = """\
@@ -272,10 +275,10 @@ W: libpython3.11: symbols-file-contains-current-version-with-debian-revision on 
 
 def test_lintian_parse_and_compare():
     versions = ("3.11.2-6+deb12u8+perf1", "3.11.2-6+deb12u8")
-    built = deb_build.parse_lintian(LINTIAN_BUILT, versions)
-    archive = deb_build.parse_lintian(LINTIAN_ARCHIVE, versions)
+    built = lintian.parse_lintian(LINTIAN_BUILT, versions)
+    archive = lintian.parse_lintian(LINTIAN_ARCHIVE, versions)
     assert len(built) == 6 and built[0].kind == "changes" and built[1].kind == "binary"
-    diff = deb_build.compare_lintian(built, archive)
+    diff = lintian.compare_lintian(built, archive)
     # a version-only difference is no difference; the same tag with other info is `changed`, not new
     assert sorted(t.tag for t in diff.new) == ["new-tag-of-the-series", "spelling-error-in-binary"]
     assert [(b.tag, a.info) for b, a in diff.changed] == [
@@ -289,9 +292,9 @@ def test_lintian_parse_and_compare():
 def test_lintian_more_instances_of_a_tag_the_archive_has():
     """lintian 2.104 (bullseye) emits a tag per object: the series' objects are more of the same, not new."""
     obj = "I: libpython3.9-dbg: unstripped-static-library usr/lib/python3.9/config-3.9d/libpython3.9d.a({})"
-    archive = deb_build.parse_lintian("\n".join(obj.format(o) for o in ("ceval.o", "abstract.o")))
-    built = deb_build.parse_lintian("\n".join(obj.format(o) for o in ("ceval.o", "abstract.o", "perf_trampoline.o")))
-    diff = deb_build.compare_lintian(built, archive)
+    archive = lintian.parse_lintian("\n".join(obj.format(o) for o in ("ceval.o", "abstract.o")))
+    built = lintian.parse_lintian("\n".join(obj.format(o) for o in ("ceval.o", "abstract.o", "perf_trampoline.o")))
+    diff = lintian.compare_lintian(built, archive)
     assert diff.new == [] and diff.changed == [] and diff.gone == []
     assert [t.info for t in diff.more] == ["usr/lib/python3.9/config-3.9d/libpython3.9d.a(perf_trampoline.o)"]
 
@@ -313,18 +316,18 @@ PROLOGUE /nonexistent none
 
 
 def test_frame_pointer_prologues_and_cflags():
-    assert deb_build.frame_pointer_prologues(OBJDUMP) == {
+    assert install_check.frame_pointer_prologues(OBJDUMP) == {
         "/usr/bin/python3.11": True, "/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0": False}
-    assert deb_build.sysconfig_cflags("CFLAGS -g -fno-omit-frame-pointer\nCONFIG_ARGS x") == \
+    assert install_check.sysconfig_cflags("CFLAGS -g -fno-omit-frame-pointer\nCONFIG_ARGS x") == \
         "-g -fno-omit-frame-pointer"
-    assert deb_build.sysconfig_cflags("CFLAGS -O2\nPY_CORE_CFLAGS -O2 -fno-omit-frame-pointer", "PY_CORE_CFLAGS") == \
+    assert install_check.sysconfig_cflags("CFLAGS -O2\nPY_CORE_CFLAGS -O2 -fno-omit-frame-pointer", "PY_CORE_CFLAGS") == \
         "-O2 -fno-omit-frame-pointer"
 
 
 def test_install_packages_and_regrtest_argv():
-    assert deb_build.install_packages(LANE)[0] == "python3.11"
-    assert "libpython3.11-testsuite" in deb_build.install_packages(LANE)
-    argv = deb_build.regrtest_argv("/usr/bin/python3.11", ["test_sys"], "/out/j.xml")
+    assert install_check.install_packages(LANE)[0] == "python3.11"
+    assert "libpython3.11-testsuite" in install_check.install_packages(LANE)
+    argv = install_check.regrtest_argv("/usr/bin/python3.11", ["test_sys"], "/out/j.xml")
     assert argv[:3] == ["/usr/bin/python3.11", "-m", "test"] and argv[-1] == "test_sys"
 
 
@@ -338,14 +341,14 @@ def test_cli_deb_options(monkeypatch):
         def run(self):
             return {"lane": seen["lane"], "phases": {}}
 
-    monkeypatch.setattr(deb_build, "LaneRun", FakeRun)
+    monkeypatch.setattr(lane_run, "LaneRun", FakeRun)
     assert cli.main(["deb", "bookworm-3.11"]) == 0
-    assert seen["options"] == deb_build.DebOptions()
+    assert seen["options"] == run_record.DebOptions()
     assert cli.main(["deb", "trixie-3.13", "--release-grade", "--without-series", "--jobs", "1", "--rebuild",
                      "--no-checks", "--no-lintian"]) == 0
     assert seen["lane"] == "trixie-3.13"
-    assert seen["options"] == deb_build.DebOptions(release_grade=True, with_series=False, jobs=1, rebuild=True,
-                                                   checks=False, lintian=False)
+    assert seen["options"] == run_record.DebOptions(release_grade=True, with_series=False, jobs=1, rebuild=True,
+                                                    checks=False, lintian=False)
     assert cli.main(["deb", "sid-3.99"]) != 0
 
 
@@ -374,9 +377,9 @@ def test_two_preparations_of_the_same_inputs_write_the_same_changelog(tmp_path, 
             @classmethod
             def now(cls, tz=None):
                 return now
-        monkeypatch.setattr(deb_build, "datetime", Clock)
+        monkeypatch.setattr(source_tree, "datetime", Clock)
         tree = _pristine_tree(tmp_path / str(run), debian_entry)
-        deb_build.prepare_tree(tree, LANE, form, ["0000-new.patch", "0001-fix.patch"])
+        source_tree.prepare_tree(tree, LANE, form, ["0000-new.patch", "0001-fix.patch"])
         texts.append((tree / "debian" / "changelog").read_text())
     assert texts[0] == texts[1]
     assert "  Sun, 22 Nov 2026 00:00:00 +0000\n" in texts[0]
@@ -384,12 +387,12 @@ def test_two_preparations_of_the_same_inputs_write_the_same_changelog(tmp_path, 
 
 def test_entry_date_is_the_later_of_debians_entry_and_the_series():
     debian = " -- Someone <someone@example.org>  Wed, 13 May 2026 04:02:22 +0200\n"
-    assert deb_build.entry_date(debian, ["Last-Update: 2026-01-01\n"]) == \
+    assert source_tree.entry_date(debian, ["Last-Update: 2026-01-01\n"]) == \
         datetime(2026, 5, 13, 2, 2, 22, tzinfo=timezone.utc)
-    assert deb_build.entry_date(debian, ["Last-Update: 2026-06-01\n", "Last-Update: 2026-05-31\n"]) == \
+    assert source_tree.entry_date(debian, ["Last-Update: 2026-06-01\n", "Last-Update: 2026-05-31\n"]) == \
         datetime(2026, 6, 1, tzinfo=timezone.utc)
     with pytest.raises(DriverError, match="no dated entry"):
-        deb_build.entry_date("python3.11 (1) x; urgency=low\n", ["no header"])
+        source_tree.entry_date("python3.11 (1) x; urgency=low\n", ["no header"])
 
 
 DOC_MAKEFILE = """JOBS = auto
@@ -406,10 +409,10 @@ def test_the_documentation_is_read_by_one_sphinx_process(tmp_path):
     (tmp_path / "Doc" / "Makefile").write_text(DOC_MAKEFILE)
     (tmp_path / "rules").write_text("build:\n\t@$(MAKE) -s --no-print-directory -C Doc html\n")
 
-    def sphinx_command(options: deb_build.DebOptions) -> str:
+    def sphinx_command(options: run_record.DebOptions) -> str:
         env = {k: v for k, v in os.environ.items() if k != "MAKEFLAGS"}
         run = subprocess.run(["make", "-s", "-f", "rules", "build"], cwd=tmp_path, capture_output=True, text=True,
                              env={**env, **deb_build.build_environment(options, MATRIX)}, check=True)
         return run.stdout.strip() + run.stderr
-    assert sphinx_command(deb_build.DebOptions()) == "sphinx-build -j 1"
-    assert sphinx_command(deb_build.DebOptions(release_grade=True)) == "sphinx-build -j auto"
+    assert sphinx_command(run_record.DebOptions()) == "sphinx-build -j 1"
+    assert sphinx_command(run_record.DebOptions(release_grade=True)) == "sphinx-build -j auto"

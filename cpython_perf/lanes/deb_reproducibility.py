@@ -46,9 +46,11 @@ from pathlib import Path
 from .. import host
 from ..image import reproducibility
 from ..errors import RuntimeFailure
-from ..matrix import PROJECT_ROOT, DistroLane, Matrix
+from ..matrix import PROJECT_ROOT, Lane, Matrix
 from ..source import sources
-from .deb_build import BuildConditions, DebOptions, LaneRun, build_environment, default_cache_root
+from .deb_build import BuildConditions, build_environment
+from .lane_run import LaneRun
+from .run_record import DebOptions, default_cache_root
 
 RESULTS_ROOT = PROJECT_ROOT / "results" / "deb-reproducibility"
 CONTAINER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -157,7 +159,7 @@ def compare_packages(a: Path, b: Path, a_debs: list[str], b_debs: list[str], scr
     return {"packages": packages, "differences": differences}
 
 
-def run(lane: DistroLane, matrix: Matrix, log=print, out: Path | None = None, same_cpus: bool = False,
+def run(lane: Lane, matrix: Matrix, log=print, out: Path | None = None, same_cpus: bool = False,
         other_build_path: bool = False) -> dict:
     """Build lane twice (a: as `deb` builds it; b: VARIATION), compare their .debs; return (and write) the summary
     ("unexplained": the differing paths without a known reason)."""

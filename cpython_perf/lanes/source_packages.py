@@ -1,9 +1,10 @@
-"""Fetch a distro lane's Debian source package, verify it, and cache it.
+"""Fetch a packaging lane's source package, verify it, and cache it.
 
-The package comes from this machine's own apt archive (deb-src entries
-derived from its apt sources for the lane's suites, the security archive for
-a -security suite; no mirror host is written into the project), exactly the
-version matrix.yaml pins (`distros.<lane>.package_version`).  Two checks, both
+The package comes from this machine's own apt archive of the lane's
+distribution (deb-src entries derived from its apt sources for the lane's
+suites, the security archive for a security suite; no mirror host is written
+into the project), exactly the
+version matrix.yaml pins (`lanes.<lane>.package_version`).  Two checks, both
 on every use:
 
   1. the signed index: `apt-get source --print-uris` gives, from the Sources
@@ -33,7 +34,7 @@ from pathlib import Path
 
 from ..source import sources
 from ..errors import HashMismatch, SourceUnavailable
-from ..matrix import DistroLane
+from ..matrix import Distribution, Lane
 
 CACHE_ENV = "CPYTHON_PERF_DEBIAN_SOURCE_CACHE"
 INDEX_FILE = "INDEX-SHA256"
@@ -42,7 +43,7 @@ _PRINT_URI = re.compile(r"^'(?P<uri>[^']+)' (?P<name>\S+) (?P<size>\d+) SHA256:(
 
 @dataclass(frozen=True)
 class SourcePackage:
-    """A verified Debian source package in the cache."""
+    """A verified source package in the cache."""
 
     name: str
     version: str
@@ -93,6 +94,24 @@ def dsc_checksums(dsc_text: str) -> dict[str, tuple[int, str]]:
     return files
 
 
+def dsc_field(dsc_text: str, name: str) -> str:
+    """A field of a .dsc (continuation lines joined), '' if absent."""
+    value, inside = [], False
+    for line in dsc_text.splitlines():
+        if inside and line[:1] in (" ", "\t"):
+            value.append(line.strip())
+            continue
+        inside = False
+        if line.lower().startswith(name.lower() + ":"):
+            value.append(line.split(":", 1)[1].strip())
+            inside = True
+    return " ".join(v for v in value if v)
+
+
+def binary_packages(dsc_text: str) -> list[str]:
+    return [p.strip() for p in dsc_field(dsc_text, "Binary").split(",") if p.strip()]
+
+
 def verify_files(directory: Path, expected: dict[str, tuple[int, str]], what: str) -> list[str]:
     """Problems (empty: none) of the files in directory against {name: (size, sha256)}."""
     problems = []
@@ -133,42 +152,75 @@ def check_cached(directory: Path, package: str, version: str) -> list[str]:
     return problems
 
 
-SECURITY_ARCHIVE_ENV = "CPYTHON_PERF_DEBIAN_SECURITY_ARCHIVE"
+def archive_env(distribution: Distribution, security: bool = False) -> str:
+    """The variable naming the distribution's archive (or its security archive) where the machine's apt
+    sources do not: CPYTHON_PERF_DEBIAN_ARCHIVE, CPYTHON_PERF_DEBIAN_SECURITY_ARCHIVE."""
+    key = distribution.key.upper().replace("-", "_")
+    return f"CPYTHON_PERF_{key}_{'SECURITY_' if security else ''}ARCHIVE"
 
 
-def archive_entries(paths=None, environ=None, lists=None) -> dict[str, dict]:
-    """This machine's Debian archive entries: {"main": {...}, "security": {...}} (uri, signed_by); the
-    security archive is $CPYTHON_PERF_DEBIAN_SECURITY_ARCHIVE where set (as $CPYTHON_PERF_DEBIAN_ARCHIVE
-    names the main one: a machine whose own apt sources are not Debian's, a CI runner), else the Debian
-    entry (sources.is_debian_entry: never an Ubuntu runner's) whose suites end in -security, if the machine
+def is_distribution_entry(entry: dict, distribution: Distribution, lists: Path | None = None) -> bool:
+    """The apt entry is the distribution's archive (or its security archive): the Origin of its Release file
+    where apt's lists have one decides; else its suites must all be of the distribution's releases, or its
+    keyring be one of the same name as the distribution's (matrix.yaml distributions.<key>.keyring)."""
+    for suite in entry["suites"]:
+        origin = sources.release_origin(entry["uris"][0], suite, lists)
+        if origin is not None:
+            return origin.lower() == distribution.origin.lower()
+    signed_by = entry.get("signed_by") or ""
+    if signed_by and Path(signed_by).stem == distribution.keyring.stem:
+        return True
+    return bool(entry["suites"]) and all(distribution.owns_suite(s) for s in entry["suites"])
+
+
+def archive_entries(distribution: Distribution, paths=None, environ=None, lists=None) -> dict[str, dict]:
+    """This machine's archive entries of the distribution: {"main": {...}, "security": {...}} (uri,
+    signed_by).  The main archive is $CPYTHON_PERF_<KEY>_ARCHIVE where set (a machine whose own apt sources
+    are not the distribution's, a CI runner), else the first of the machine's `deb` entries that is the
+    distribution's (is_distribution_entry) and names a release itself; the security archive likewise
+    $CPYTHON_PERF_<KEY>_SECURITY_ARCHIVE, else the distribution's entry of a security suite, if the machine
     has one.  paths and lists: the machine's own apt files when None."""
     environ = os.environ if environ is None else environ
-    main = sources.machine_archive_entry(paths, lists)
-    found = {"main": main}
-    override = environ.get(SECURITY_ARCHIVE_ENV, "").strip()
+    entries = [e for e in sources.apt_entries(sources.APT_SOURCE_FILES if paths is None else paths)
+               if "deb" in e["types"] and e["uris"] and is_distribution_entry(e, distribution, lists)]
+    found = {}
+    override = environ.get(archive_env(distribution), "").strip()
+    if override and paths is None:
+        found["main"] = {"uri": override, "signed_by": None}
+    else:
+        main = next((e for e in entries if any(distribution.release_number(s) for s in e["suites"])), None)
+        if main is None:
+            raise SourceUnavailable(f"this machine has no {distribution.name} archive entry in its apt sources "
+                                    f"(set ${archive_env(distribution)} to name one)")
+        found["main"] = {"uri": main["uris"][0], "signed_by": main.get("signed_by")}
+    override = environ.get(archive_env(distribution, security=True), "").strip()
     if override and paths is None:
         found["security"] = {"uri": override, "signed_by": None}
-    for entry in sources.debian_entries(paths, lists):
-        if any(s.endswith("-security") for s in entry["suites"]):
+    for entry in entries:
+        if any(distribution.is_security_suite(s) for s in entry["suites"]):
             found.setdefault("security", {"uri": entry["uris"][0], "signed_by": entry.get("signed_by")})
     return found
 
 
-def deb_src_stanzas(suites, entries: dict[str, dict]) -> str:
-    """deb-src stanzas for suites: -security suites from the security archive (if the machine has one)."""
-    stanzas = []
-    for suite in suites:
-        entry = entries.get("security", entries["main"]) if suite.endswith("-security") else entries["main"]
-        stanzas.append(sources.deb_src_stanza(suite, entry))
-    return "\n".join(stanzas)
+def entry_for(distribution: Distribution, suite: str, entries: dict[str, dict]) -> dict:
+    """The archive entry a suite comes from: a security suite from the security archive (if the machine has
+    one), every other from the main archive."""
+    if distribution.is_security_suite(suite):
+        return entries.get("security", entries["main"])
+    return entries["main"]
 
 
-def apt_sandbox(apt: Path, suites, entries: dict[str, dict], cwd: Path | None = None):
+def deb_src_stanzas(distribution: Distribution, suites, entries: dict[str, dict]) -> str:
+    """deb-src stanzas for suites, each from its archive (entry_for)."""
+    return "\n".join(sources.deb_src_stanza(suite, entry_for(distribution, suite, entries)) for suite in suites)
+
+
+def apt_sandbox(apt: Path, distribution: Distribution, suites, entries: dict[str, dict], cwd: Path | None = None):
     """apt-get (or, with tool=, apt-cache) with only the deb-src entries of suites, its lists and cache
     under apt (a directory of the caller's): `apt_get("update")`, `apt_get("showsrc", p, tool="apt-cache")`."""
     for d in ("parts", "lists/partial", "cache/archives/partial"):
         (apt / d).mkdir(parents=True, exist_ok=True)
-    (apt / "parts" / "cpython-perf-distro.sources").write_text(deb_src_stanzas(suites, entries))
+    (apt / "parts" / "cpython-perf-lanes.sources").write_text(deb_src_stanzas(distribution, suites, entries))
     options = ["-o", "Dir::Etc::SourceList=/dev/null", "-o", f"Dir::Etc::SourceParts={apt / 'parts'}",
                "-o", f"Dir::State::Lists={apt / 'lists'}", "-o", f"Dir::Cache={apt / 'cache'}",
                "-o", "APT::Sandbox::User=root", "-q"]
@@ -179,26 +231,26 @@ def apt_sandbox(apt: Path, suites, entries: dict[str, dict], cwd: Path | None = 
     return apt_get
 
 
-def _apt_archive(entries: dict[str, dict] | None, what: str = "") -> dict[str, dict]:
-    """This machine's archive entries (entries when given), or SourceUnavailable naming what is missing
-    (prefixed with what, e.g. "python3.11 3.11.2-6: ")."""
+def _apt_archive(distribution: Distribution, entries: dict[str, dict] | None, what: str = "") -> dict[str, dict]:
+    """This machine's archive entries of the distribution (entries when given), or SourceUnavailable naming
+    what is missing (prefixed with what, e.g. "python3.11 3.11.2-6: ")."""
     if not shutil.which("apt-get"):
         raise SourceUnavailable(f"{what}apt-get is not installed on this machine")
     if entries is not None:
         return entries
     try:
-        return archive_entries()
-    except Exception as exc:   # sources._NotHere: no archive entry
+        return archive_entries(distribution)
+    except Exception as exc:   # no archive entry
         raise SourceUnavailable(f"{what}{exc}") from None
 
 
-def archive_source_versions(package: str, suites, entries: dict[str, dict] | None = None,
-                            ) -> list[tuple[str, str]]:
+def archive_source_versions(package: str, suites, distribution: Distribution,
+                            entries: dict[str, dict] | None = None) -> list[tuple[str, str]]:
     """[(version, suite)] of a source package in suites of this machine's archive, from the Sources indices
     apt verified against the signed InRelease files.  SourceUnavailable when the archive cannot be read."""
-    entries = _apt_archive(entries)
+    entries = _apt_archive(distribution, entries)
     with tempfile.TemporaryDirectory(prefix="cpython-perf-apt-") as tmp:
-        apt_get = apt_sandbox(Path(tmp), suites, entries)
+        apt_get = apt_sandbox(Path(tmp), distribution, suites, entries)
         proc = apt_get("update")
         if proc.returncode != 0 or re.search(r"^(W|E): Failed to fetch", proc.stderr, re.M):
             raise SourceUnavailable(f"apt-get update failed for {', '.join(suites)}: {_tail(proc)}")
@@ -206,14 +258,15 @@ def archive_source_versions(package: str, suites, entries: dict[str, dict] | Non
     return parse_madison(proc.stdout)
 
 
-def source_served(package: str, version: str, suites, entries: dict[str, dict] | None = None) -> bool:
+def source_served(package: str, version: str, suites, distribution: Distribution,
+                  entries: dict[str, dict] | None = None) -> bool:
     """Whether the archive's pool serves the .dsc of a source package version its signed Sources index lists
     (an archive can list a revision before its pool has it).  Only the .dsc is downloaded, with apt's own
     transport and configuration (apt-helper download-file, checked against the index's size and sha256).
     SourceUnavailable when the archive cannot be read or does not list the version."""
-    entries = _apt_archive(entries)
+    entries = _apt_archive(distribution, entries)
     with tempfile.TemporaryDirectory(prefix="cpython-perf-apt-") as tmp:
-        apt_get = apt_sandbox(Path(tmp), suites, entries)
+        apt_get = apt_sandbox(Path(tmp), distribution, suites, entries)
         proc = apt_get("update")
         if proc.returncode != 0:
             raise SourceUnavailable(f"apt-get update failed for {', '.join(suites)}: {_tail(proc)}")
@@ -240,7 +293,7 @@ def parse_madison(text: str) -> list[tuple[str, str]]:
     return found
 
 
-def fetch_source_package(lane: DistroLane, cache_dir: Path | None = None, log=print) -> SourcePackage:
+def fetch_source_package(lane: Lane, cache_dir: Path | None = None, log=print) -> SourcePackage:
     """The lane's source package (package_version exactly), verified, from the cache or the archive.
 
     Raises SourceUnavailable when the archive cannot be reached or no longer
@@ -257,13 +310,13 @@ def fetch_source_package(lane: DistroLane, cache_dir: Path | None = None, log=pr
             return _package(final, package, version)
         log(f"cached {package} {version} does not verify ({'; '.join(problems)}): deleted it, fetching again")
         shutil.rmtree(final)
-    entries = _apt_archive(None, f"{package} {version}: ")
+    entries = _apt_archive(lane.distribution, None, f"{package} {version}: ")
     with tempfile.TemporaryDirectory(prefix=".fetch-", dir=cache_dir) as tmp:
         download = Path(tmp) / f"{package}_{version}"
         download.mkdir()
-        apt_get = apt_sandbox(Path(tmp) / "apt", lane.suites, entries, cwd=download)
+        apt_get = apt_sandbox(Path(tmp) / "apt", lane.distribution, lane.suites, entries, cwd=download)
 
-        log(f"fetching Debian source package {package} {version} from this machine's archive "
+        log(f"fetching {lane.distribution.name} source package {package} {version} from this machine's archive "
             f"({', '.join(lane.suites)})")
         proc = apt_get("update")
         if proc.returncode != 0:
@@ -275,9 +328,9 @@ def fetch_source_package(lane: DistroLane, cache_dir: Path | None = None, log=pr
         if proc.returncode != 0 or dsc_name(package, version) not in index:
             listed = re.findall(r"^Version: (\S+)$", apt_get("showsrc", package, tool="apt-cache").stdout, re.M)
             raise SourceUnavailable(
-                f"Debian source package {package} {version} is not in {', '.join(lane.suites)} of this machine's "
-                f"archive (it lists {', '.join(sorted(set(listed))) or 'no version'}). Prove the series on a "
-                f"version the archive carries and set distros.{lane.name}.package_version in matrix.yaml to it.")
+                f"{lane.distribution.name} source package {package} {version} is not in {', '.join(lane.suites)} "
+                f"of this machine's archive (it lists {', '.join(sorted(set(listed))) or 'no version'}). Prove the "
+                f"series on a version the archive carries and set lanes.{lane.name}.package_version in matrix.yaml to it.")
         proc = apt_get("source", "--download-only", spec)
         if proc.returncode != 0:
             raise SourceUnavailable(f"{package} {version}: apt-get source failed (the index lists it, the pool "
@@ -287,7 +340,8 @@ def fetch_source_package(lane: DistroLane, cache_dir: Path | None = None, log=pr
         if not problems:
             problems = verify_files(download, dsc_checksums(dsc.read_text(errors="replace")), "the .dsc")
         if problems:
-            raise HashMismatch(f"Debian source package {package} {version} does not verify; nothing cached:\n  "
+            raise HashMismatch(f"{lane.distribution.name} source package {package} {version} does not verify; "
+                               "nothing cached:\n  "
                                + "\n  ".join(problems))
         for extra in download.iterdir():
             if extra.name not in index:

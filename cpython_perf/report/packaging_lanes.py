@@ -1,4 +1,4 @@
-"""The distro lanes' runs (cpython_perf.distro.deb_build) under results/deb/: one row per run, from its
+"""The packaging lanes' runs (cpython_perf.lanes.lane_run) under results/deb/: one row per run, from its
 summary.json and CPython's regrtest JUnit files, and every lane of matrix.yaml without a run."""
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def _regrtest_file_line(path: Path) -> str:
 def lane_rows(results_dir: Path, matrix: Matrix | None) -> list[LaneRow]:
     """One row per lane run under results/deb/, then every lane of matrix.yaml without one ("not run")."""
     root = Path(results_dir) / LANES_DIR
-    lanes = list(matrix.distros) if matrix is not None else []
+    lanes = list(matrix.lanes) if matrix is not None else []
     rows: list[LaneRow] = []
     seen: set[str] = set()
     for run_dir in sorted(d for d in root.glob("*") if d.is_dir()) if root.is_dir() else []:

@@ -1,4 +1,4 @@
-"""The SBOM (CycloneDX 1.6 JSON) of a distro lane's built packages, made and validated with the pieces of
+"""The SBOM (CycloneDX 1.6 JSON) of a packaging lane's built packages, made and validated with the pieces of
 cpython_perf/image/sbom.py (a cell image's SBOM).
 
 A lane's SBOM (`python -m cpython_perf sbom --lane LANE`), from the lane's built output
@@ -69,6 +69,8 @@ def deb_file_facts(name: str) -> tuple[str, str, str]:
 @dataclass(frozen=True)
 class LaneFacts:
     lane: str
+    distribution: str                               # its name as shown, e.g. Debian
+    purl_namespace: str                             # e.g. debian
     suite: str
     source_package: str
     package_version: str
@@ -91,7 +93,7 @@ class LaneFacts:
 def lane_facts(lane, matrix, packages_dir: Path, dsc: Path) -> LaneFacts:
     """The facts of a lane's built output directory, after checking it was built from the lane's current
     inputs (its build key is computed again and must name the directory)."""
-    from . import deb_build, series_forms
+    from . import deb_build, images, series_forms, source_tree
     from .source_packages import dsc_checksums
 
     packages_dir = Path(packages_dir)
@@ -102,8 +104,8 @@ def lane_facts(lane, matrix, packages_dir: Path, dsc: Path) -> LaneFacts:
     done = json.loads(done_path.read_text())
     flavour = done.get("flavour", {})
     if not flavour.get("with_series"):
-        raise DriverError(f"{packages_dir} is the baseline build (Debian's package without the series): the "
-                          "SBOM describes a build with the series")
+        raise DriverError(f"{packages_dir} is the baseline build ({lane.distribution.name}'s package without the "
+                          "series): the SBOM describes a build with the series")
     env = dict(flavour.get("environment", {}))
     dsc_text = dsc.read_text(errors="replace")
     quilt = series_forms.quilt_patches(lane.patch_series)   # (name, text): the quilt form the lane appends
@@ -132,12 +134,13 @@ def lane_facts(lane, matrix, packages_dir: Path, dsc: Path) -> LaneFacts:
         _, build_depends = parse_buildinfo(text)
     built_at = int(datetime.fromisoformat(done["built_at"]).timestamp()) if done.get("built_at") else 0
     return LaneFacts(
-        lane=lane.name, suite=lane.suite, source_package=lane.source_package,
+        lane=lane.name, distribution=lane.distribution.name, purl_namespace=lane.distribution.purl_namespace,
+        suite=lane.suite, source_package=lane.source_package,
         package_version=lane.package_version, built_version=done.get("version", ""), dsc_name=dsc.name,
         dsc_sha256=sha256_of(dsc),
         dsc_files=tuple((n, size, sha) for n, (size, sha) in sorted(dsc_checksums(dsc_text).items())),
-        patches=tuple(PatchFile.of(f"debian/patches/{deb_build.PATCH_SUBDIR}/{n}", form_files[n]) for n in names),
-        environment=tuple(sorted(env.items())), build_key=key, build_image=deb_build.build_image_tag(lane, dsc_text), debs=tuple(debs),
+        patches=tuple(PatchFile.of(f"debian/patches/{source_tree.PATCH_SUBDIR}/{n}", form_files[n]) for n in names),
+        environment=tuple(sorted(env.items())), build_key=key, build_image=images.build_image_tag(lane, dsc_text), debs=tuple(debs),
         buildinfo_name=buildinfo, buildinfo_sha256=buildinfo_sha, build_depends=tuple(build_depends),
         built_at=built_at, symbols_added=tuple(done.get("symbols_added", [])))
 
@@ -145,8 +148,8 @@ def lane_facts(lane, matrix, packages_dir: Path, dsc: Path) -> LaneFacts:
 def lane_bom(facts: LaneFacts) -> str:
     """The CycloneDX JSON of a lane's built packages."""
     model, _, component, *_ = _cdx()
-    distro = f"debian-{facts.suite}"
-    source_purl = _purl_deb(facts.source_package, facts.package_version, "source", distro)
+    distro, namespace = f"{facts.purl_namespace}-{facts.suite}", facts.purl_namespace
+    source_purl = _purl_deb(facts.source_package, facts.package_version, "source", distro, namespace)
     dsc_files = [component.Component(type=component.ComponentType.FILE, name=name, bom_ref=f"dsc-file:{name}",
                                      hashes=[_sha256(model, sha)], properties=_properties(model, [("size", size)]))
                  for name, size, sha in facts.dsc_files]
@@ -156,14 +159,15 @@ def lane_bom(facts: LaneFacts) -> str:
         components=dsc_files,
         properties=_properties(model, [("dsc", facts.dsc_name), ("role", "archive-source-package")]))
     files, pedigree_patches = _patch_components(model, component, list(facts.patches), "file:")
-    built_purl = _purl_deb(facts.source_package, facts.built_version, "source", distro)
+    built_purl = _purl_deb(facts.source_package, facts.built_version, "source", distro, namespace)
     main = component.Component(
         type=component.ComponentType.APPLICATION, name=facts.source_package, version=facts.built_version,
         purl=built_purl, bom_ref="built-source",
-        description=f"{facts.source_package} {facts.built_version}: Debian's {facts.package_version} with the "
-                    f"cpython-perf series appended to debian/patches/series, built with Debian's rules",
+        description=f"{facts.source_package} {facts.built_version}: {facts.distribution}'s {facts.package_version} "
+                    f"with the cpython-perf series appended to debian/patches/series, built with "
+                    f"{facts.distribution}'s rules",
         pedigree=component.Pedigree(ancestors=[archive_source], patches=pedigree_patches or None,
-                                    notes=f"Applied after Debian's own patches. {SERIES_NOTE}"),
+                                    notes=f"Applied after {facts.distribution}'s own patches. {SERIES_NOTE}"),
         properties=_properties(model, [
             ("lane", facts.lane), ("suite", facts.suite), *((f"env:{k}", v) for k, v in facts.environment),
             ("build-key", facts.build_key), ("build-image", facts.build_image),
@@ -172,13 +176,14 @@ def lane_bom(facts: LaneFacts) -> str:
     debs = []
     for name, digest in facts.debs:
         package, version, arch = deb_file_facts(name)
-        purl = _purl_deb(package, version, arch, distro)
+        purl = _purl_deb(package, version, arch, distro, namespace)
         debs.append(component.Component(
             type=component.ComponentType.LIBRARY, name=package, version=version, purl=purl,
             bom_ref=purl.to_string(), hashes=[_sha256(model, digest)],
             properties=_properties(model, [("role", "built-package"), ("file", name)])))
     build_env = _package_components(model, component, list(facts.build_depends), distro,
-                                    scope=component.ComponentScope.EXCLUDED, role="build-environment")
+                                    scope=component.ComponentScope.EXCLUDED, role="build-environment",
+                                    namespace=namespace)
     document = _new_bom(main, [*files, *debs, *build_env], facts.built_at)
     _depends(document, main.bom_ref, [d.bom_ref for d in debs])
     return serialize(document)
@@ -188,9 +193,9 @@ def lane_bom(facts: LaneFacts) -> str:
 
 def lane_packages_dir(lane, cache_root: Path | None = None) -> Path:
     """The lane's one finished build with the series (DONE with_series), or an error naming the choice."""
-    from . import deb_build
+    from . import run_record
 
-    root = Path(cache_root or deb_build.default_cache_root()) / lane.name
+    root = Path(cache_root or run_record.default_cache_root()) / lane.name
     found = []
     for done in sorted(root.glob("*/DONE")):
         try:
@@ -215,7 +220,7 @@ def command(matrix, args, log=print) -> int:
     from ..matrix import PROJECT_ROOT
     from .source_packages import fetch_source_package
 
-    lane = matrix.distro(args.lane)
+    lane = matrix.lane(args.lane)
     packages_dir = Path(args.packages) if args.packages else lane_packages_dir(lane)
     package = fetch_source_package(lane, log=log)
     facts = lane_facts(lane, matrix, packages_dir, package.dsc)

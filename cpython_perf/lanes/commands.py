@@ -1,5 +1,5 @@
-"""The distro lane's subcommands of `python -m cpython_perf`: check-series, series-forms, deb,
-deb-reproducibility, deb-check, apt-repo, and sbom (a cell's image, or a lane's packages)."""
+"""The packaging lanes' subcommands of `python -m cpython_perf`: check-series, series-forms, deb,
+deb-reproducibility, deb-check, lane-keyrings, apt-repo, and sbom (a cell's image, or a lane's packages)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from ..matrix import load_matrix
 from ..progress import add_verbose_option
 from ..source import patches, sources
 from ..subcommands import Command, log
-from . import apt_repo, deb_build, deb_check, deb_reproducibility, series_forms, source_check
+from . import apt_repo, deb_check, deb_reproducibility, lane_run, run_record, series_forms, source_check
 from . import sbom as lane_sbom
 
 
@@ -77,7 +77,7 @@ def _series_forms(args) -> None:
 
 
 def _lane_argument(parser) -> None:
-    parser.add_argument("lane", help="a lane of matrix.yaml distros: (e.g. bookworm-3.11)")
+    parser.add_argument("lane", help="a lane of matrix.yaml lanes: (e.g. bookworm-3.11)")
 
 
 def _deb_arguments(parser) -> None:
@@ -96,10 +96,10 @@ def _deb_arguments(parser) -> None:
 
 def _deb(args) -> None:
     matrix = load_matrix(args.matrix)
-    options = deb_build.DebOptions(release_grade=args.release_grade, with_series=not args.without_series,
-                                   jobs=args.jobs, rebuild=args.rebuild, checks=not args.no_checks,
-                                   lintian=not args.no_lintian)
-    summary = deb_build.LaneRun(matrix.distro(args.lane), matrix, options, log).run()
+    options = run_record.DebOptions(release_grade=args.release_grade, with_series=not args.without_series,
+                                    jobs=args.jobs, rebuild=args.rebuild, checks=not args.no_checks,
+                                    lintian=not args.no_lintian)
+    summary = lane_run.LaneRun(matrix.lane(args.lane), matrix, options, log).run()
     print(json.dumps({k: summary[k] for k in ("lane", "version", "phases", "images") if k in summary}))
 
 
@@ -126,17 +126,29 @@ def _deb_reproducibility_arguments(parser) -> None:
 
 def _deb_reproducibility(args) -> int:
     matrix = load_matrix(args.matrix)
-    summary = deb_reproducibility.run(matrix.distro(args.lane), matrix, log, args.out, args.same_cpus,
+    summary = deb_reproducibility.run(matrix.lane(args.lane), matrix, log, args.out, args.same_cpus,
                                       args.other_build_path)
     return 1 if summary["unexplained"] else 0
 
 
 def _deb_check_arguments(parser) -> None:
-    parser.add_argument("lanes", nargs="*", help="lanes of matrix.yaml distros: (default: all)")
+    parser.add_argument("lanes", nargs="*", help="lanes of matrix.yaml lanes: (default: all)")
 
 
 def _deb_check(args) -> int:
     return deb_check.main(load_matrix(args.matrix), args.lanes, log)
+
+
+def _lane_keyrings_arguments(parser) -> None:
+    parser.add_argument("lanes", nargs="*", help="lanes of matrix.yaml lanes: (default: all)")
+
+
+def _lane_keyrings(args) -> int:
+    matrix = load_matrix(args.matrix)   # checks each keyring against its keyring_sha256
+    selected = [matrix.lane(n) for n in args.lanes] if args.lanes else list(matrix.lanes.values())
+    for keyring in dict.fromkeys(lane.distribution.keyring for lane in selected):
+        print(keyring)
+    return 0
 
 
 def _apt_repo(args) -> int:
@@ -146,23 +158,27 @@ def _apt_repo(args) -> int:
 COMMANDS = (
     Command("check-series", "apply a cell's additions and series to its pristine source, or (--source) a "
                             "version's series to any tarball, .dsc or tree, with a per-patch report "
-                            "(cpython_perf/distro/source_check.py)", _check_series_arguments, _check_series),
+                            "(cpython_perf/lanes/source_check.py)", _check_series_arguments, _check_series),
     Command("series-forms", "write a version's series in the forms packagers import: a quilt directory (new files "
                             "as a patch), a git-am mbox and Fedora's form (NNNNN: commits, patch files, the spec's "
                             "Patch lines)", _series_forms_arguments, _series_forms),
-    Command("deb", "build a distro lane's Debian source package with the series added, with Debian's own "
+    Command("deb", "build a packaging lane's Debian source package with the series added, with Debian's own "
                    "debian/rules, install it in a clean container and check it", _deb_arguments, _deb),
-    Command("sbom", "the SBOM (CycloneDX JSON, validated) of a cell's image or (--lane) of a distro lane's built "
+    Command("sbom", "the SBOM (CycloneDX JSON, validated) of a cell's image or (--lane) of a packaging lane's built "
                     "packages: source and sha256, each patch with its sha256 and DEP-3 origin, the Debian packages "
-                    "with versions (cpython_perf/image/sbom.py, cpython_perf/distro/sbom.py)",
+                    "with versions (cpython_perf/image/sbom.py, cpython_perf/lanes/sbom.py)",
             image_sbom.add_arguments, _sbom),
     Command("deb-reproducibility", "build a deb lane twice (as `deb` builds it; then later, under what reprotest "
                                    "varies: umask, locale, time zone, HOME, PATH, host name, kernel version, one "
                                    "CPU) and compare the .debs (diffoscope); exit 1 on a difference "
-                                   "(cpython_perf/distro/deb_reproducibility.py)",
+                                   "(cpython_perf/lanes/deb_reproducibility.py)",
             _deb_reproducibility_arguments, _deb_reproducibility),
     Command("deb-check", "is each deb lane on the archive's newest revision of its source package? (exit 1: a "
-                         "lane is behind; cpython_perf/distro/deb_check.py)", _deb_check_arguments, _deb_check),
+                         "lane is behind; cpython_perf/lanes/deb_check.py)", _deb_check_arguments, _deb_check),
+    Command("lane-keyrings", "the archive keyrings of the lanes' distributions (matrix.yaml distributions:, "
+                             "each checked against its keyring_sha256), one path a line: what a machine installs "
+                             "for apt and mmdebstrap to trust the lanes' archives", _lane_keyrings_arguments,
+            _lane_keyrings),
     Command("apt-repo", "the built deb lanes' packages as a signed apt repository, one suite per Debian release "
-                        "(reprepro; cpython_perf/distro/apt_repo.py)", apt_repo.add_arguments, _apt_repo),
+                        "(reprepro; cpython_perf/lanes/apt_repo.py)", apt_repo.add_arguments, _apt_repo),
 )

@@ -41,15 +41,15 @@ from pathlib import Path
 
 import pytest
 
-from cpython_perf.distro import apt_repo
-from cpython_perf.distro import deb_check
+from cpython_perf.lanes import apt_repo
+from cpython_perf.lanes import deb_check
 from cpython_perf.errors import DriverError
 from cpython_perf.matrix import PROJECT_ROOT, load_matrix
 
 pytestmark = pytest.mark.container
 
 MATRIX = load_matrix()
-LANES = list(MATRIX.distros.values())
+LANES = list(MATRIX.lanes.values())
 KEYRING_IN = "/etc/apt/keyrings/cpython-perf.gpg"
 CHECK_IMAGE = "cpython-perf-aptrepo-check"
 
@@ -144,10 +144,11 @@ def pristine(docker_client):
 
 def archive_line(suite: str) -> str:
     """This machine's archive entry for a suite (-security from its security archive), as the lanes use it."""
-    from cpython_perf.distro.deb_build import archive_lines
-    from cpython_perf.distro.source_packages import archive_entries
+    from cpython_perf.lanes.images import archive_lines
+    from cpython_perf.lanes.source_packages import archive_entries
 
-    line = archive_lines([suite], archive_entries())[0]
+    debian = MATRIX.distributions["debian"]
+    line = archive_lines(debian, [suite], archive_entries(debian))[0]
     return line.replace("deb ", "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] ", 1)
 
 
@@ -240,13 +241,14 @@ apt-cache policy python{lane.version} | sed -n 's/^ *Candidate: /CANDIDATE /p'
 def test_deb_check_downloads_the_dsc_of_the_lanes_own_revision(served):
     """source_served, which deb-check asks when a lane is behind, with the archive for real: the revision the
     lane was built from is served (its source was fetched from there), a revision nobody published is not."""
-    from cpython_perf.distro.source_packages import source_served
+    from cpython_perf.lanes.source_packages import source_served
     from cpython_perf.errors import SourceUnavailable
 
     lane = served["lane"]
-    assert source_served(lane.source_package, lane.package_version, lane.suites)
+    assert source_served(lane.source_package, lane.package_version, lane.suites, lane.distribution)
     with pytest.raises(SourceUnavailable, match="is not listed"):
-        source_served(lane.source_package, lane.package_version + "+nosuchrevision1", lane.suites)
+        source_served(lane.source_package, lane.package_version + "+nosuchrevision1", lane.suites,
+                      lane.distribution)
 
 
 # apt's words: gpgv's BADSIG (bookworm), sqv's "Message has been manipulated" (trixie), then "is not signed"

@@ -1,4 +1,4 @@
-"""The distro lanes' runs in the report (cpython_perf.report.distro_lanes)."""
+"""The packaging lanes' runs in the report (cpython_perf.report.packaging_lanes)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from cpython_perf.matrix import load_matrix
-from cpython_perf.report import distro_lanes, junit_results, model, pipeline, results_files
+from cpython_perf.report import packaging_lanes, junit_results, model, pipeline, results_files
 
 from tests.report.junit_files import case, junit
 
@@ -28,7 +28,7 @@ def regrtest_junit(path: Path, failing: bool = False) -> None:
 def lane(root: Path, name: str, **summary) -> Path:
     path = root / results_files.LANES_DIR / name
     path.mkdir(parents=True)
-    (path / distro_lanes.LANE_SUMMARY).write_text(json.dumps({
+    (path / packaging_lanes.LANE_SUMMARY).write_text(json.dumps({
         "lane": name, "source_package": "python3.11", "package_version": "3.11.2-6+deb12u8",
         "options": {"with_series": True, "release_grade": False}, "phases": {"source": 1.2, "build": 900.4},
         **summary}))
@@ -42,7 +42,7 @@ PASSED_LANE = {"result": "ok", "problems": [],
 
 
 def results_of_every_kind(root: Path) -> None:
-    """A results tree with everything the project writes: a conformance cell, the unit tests, three distro lane
+    """A results tree with everything the project writes: a conformance cell, the unit tests, three packaging lane
     runs (passed, failed, stopped) with CPython's regrtest JUnit, an external target."""
     junit(root / "3.13-fp" / "junit.xml", case("test_seed_chain[3.13-fp-perf-xoption]"))
     junit(root / "tests-junit.xml", case("test_parse", cls="tests.test_matrix"))
@@ -66,7 +66,7 @@ def test_every_kind_of_result_the_project_writes_is_read_and_rendered(tmp_path):
     # CPython's regrtest cases are neither checks of a cell nor unit tests of the driver
     assert [c.name for c in built.unbound] == ["test_parse"]
     assert list(built.grid["3.13-fp"]) == ["test_seed_chain[perf-xoption]"] and len(built.external) == 1
-    rows = {row.name: row for row in distro_lanes.lane_rows(tmp_path, MATRIX)}
+    rows = {row.name: row for row in packaging_lanes.lane_rows(tmp_path, MATRIX)}
     assert set(rows) == {"bookworm-3.11", "bullseye-3.9", "trixie-3.13-baseline"}   # every matrix lane has a run
     assert rows["bookworm-3.11"].status == "passed"
     assert rows["bookworm-3.11"].regrtest == [
@@ -79,7 +79,7 @@ def test_every_kind_of_result_the_project_writes_is_read_and_rendered(tmp_path):
     assert "after its source phase" in rows["trixie-3.13-baseline"].note
     assert "the archive's package alone (baseline)" in rows["trixie-3.13-baseline"].package
     for text in (md, page):
-        assert "Distro lanes" in text and "External interpreters" in text and "1 failed, 1 did not finish" in text
+        assert "Packaging lanes" in text and "External interpreters" in text and "1 failed, 1 did not finish" in text
     assert md.startswith("# cpython-perf results\n\n**FAILED:")   # a failed lane fails the run
     assert "id='lanes'" in page and "href='deb/bookworm-3.11/build.log'" in page
 
@@ -87,15 +87,15 @@ def test_every_kind_of_result_the_project_writes_is_read_and_rendered(tmp_path):
 def test_lanes_without_results_are_not_run_and_a_passed_lane_passes(tmp_path):
     junit(tmp_path / "3.13-fp" / "junit.xml", case("test_seed_chain[3.13-fp-perf-xoption]"))
     lane(tmp_path, "bookworm-3.11", **PASSED_LANE)
-    rows = {row.name: row.status for row in distro_lanes.lane_rows(tmp_path, MATRIX)}
-    assert rows == {"bookworm-3.11": "passed", **{name: "not run" for name in MATRIX.distros if name != "bookworm-3.11"}}
+    rows = {row.name: row.status for row in packaging_lanes.lane_rows(tmp_path, MATRIX)}
+    assert rows == {"bookworm-3.11": "passed", **{name: "not run" for name in MATRIX.lanes if name != "bookworm-3.11"}}
     built = model.build_report(MATRIX, junit_results.latest_results(tmp_path))
-    built.lanes = distro_lanes.lane_rows(tmp_path, MATRIX)
-    assert "distro lanes: 1 passed" in built.verdict() and not built.verdict().startswith("FAILED")
+    built.lanes = packaging_lanes.lane_rows(tmp_path, MATRIX)
+    assert "packaging lanes: 1 passed" in built.verdict() and not built.verdict().startswith("FAILED")
 
 
 def test_a_lane_whose_summary_is_unreadable_did_not_finish(tmp_path):
     (tmp_path / results_files.LANES_DIR / "bookworm-3.11").mkdir(parents=True)
-    (tmp_path / results_files.LANES_DIR / "bookworm-3.11" / distro_lanes.LANE_SUMMARY).write_text("{")
-    row = distro_lanes.lane_rows(tmp_path, MATRIX)[0]
+    (tmp_path / results_files.LANES_DIR / "bookworm-3.11" / packaging_lanes.LANE_SUMMARY).write_text("{")
+    row = packaging_lanes.lane_rows(tmp_path, MATRIX)[0]
     assert row.status == "did not finish" and "summary.json unreadable" in row.note

@@ -1,3 +1,0 @@
-"""The distro packaging lane: the one patch series in the forms packagers take (series_forms), Debian's
-own source packages fetched and verified (source_packages), and binary packages built with Debian's own
-debian/rules, installed and checked (deb_build)."""

@@ -1,1 +1,0 @@
-"""Tests of cpython_perf.distro: the Debian lanes, series forms, the apt repository."""

@@ -1,0 +1,1 @@
+"""Tests of cpython_perf.lanes: the Debian lanes, series forms, the apt repository."""
