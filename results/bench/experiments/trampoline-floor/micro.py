@@ -7,6 +7,9 @@ usage: python3 micro.py KIND N D
   coro  N runs of a chain of D awaits (async def c(d): return await c(d-1)), no suspension:
         D coroutine frames entered per run (the outermost is sent from C in both cases)
   call  N calls of a one-line Python function (CALL_PY_EXACT_ARGS), D ignored
+  meth  N method calls on a small object, `v.get()` (LOAD_METHOD, CALL_PY_EXACT_ARGS; deltablue's shape), D ignored
+  init  N instantiations of a class with a Python __init__, `Var(i)` (entered from C: type_call,
+        slot_tp_init; in 3.11 a C entry with or without the trampoline), D ignored
 """
 import sys
 
@@ -67,7 +70,23 @@ def run_call(n, d):
     for i in range(n):
         f(i)
 
+class Var:
+    def __init__(self, value):
+        self.value = value
+    def get(self):
+        return self.value
+
+def run_meth(n, d):
+    v = Var(1)
+    for i in range(n):
+        v.get()
+
+def run_init(n, d):
+    for i in range(n):
+        Var(i)
+
 kind, n, d = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 # warm up (specialization, trampolines compiled) at any N
-{"gen": run_gen, "tree": run_tree, "coro": run_coro, "call": run_call}[kind](50, d)
-{"gen": run_gen, "tree": run_tree, "coro": run_coro, "call": run_call}[kind](n, d)
+RUN = {"gen": run_gen, "tree": run_tree, "coro": run_coro, "call": run_call, "meth": run_meth, "init": run_init}
+RUN[kind](50, d)
+RUN[kind](n, d)

@@ -1,8 +1,10 @@
 """summ.py MATRIX_OUTPUT...: instructions per unit (items x frames) for each kind and mode, from matrix.sh lines."""
 import sys
-units = {"gen": lambda d: d + 2, "tree": lambda d: 1, "coro": lambda d: d, "call": lambda d: 1}
+units = {"gen": lambda d: d + 2, "tree": lambda d: 1, "coro": lambda d: d, "call": lambda d: 1,
+         "meth": lambda d: 1, "init": lambda d: 1}
 name = {"gen": "generator resumption (yield from chain)", "tree": "tree walk (1023 nodes), per walk",
-        "coro": "await of a coroutine (creation + send)", "call": "Python-to-Python call"}
+        "coro": "await of a coroutine (creation + send)", "call": "Python-to-Python call",
+        "meth": "method call v.get()", "init": "instantiation Var(i) (Python __init__ from C)"}
 rows = {}
 for path in sys.argv[1:]:
     for line in open(path):
