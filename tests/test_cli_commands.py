@@ -29,6 +29,7 @@ PARSED = {
     "doctor": [], "cells": [], "fetch": ["3.13-fp"], "pin": [], "render": ["3.13-fp"], "build": ["3.13-fp"],
     "push": ["3.13-fp"], "base-image": [], "tools-image": [], "reproducibility": ["3.13-fp"],
     "record": ["--container", "x"], "activate": ["--pid", "1"], "clean-tmp": [],
+    "jit-inject": ["-i", "perf.data", "-o", "perf.jit.data"],
     "external": ["image", "--suite", "trixie", "--package", "python3.13"], "report": [], "docs": ["--check"],
     "profile": ["3.13-fp", "--", "script.py"], "check-series": ["3.13-fp"], "series-forms": ["3.13"],
     "deb": ["bookworm-3.11"], "sbom": ["3.13-fp"], "deb-reproducibility": ["bookworm-3.11"], "deb-check": [],

@@ -4,12 +4,14 @@
         [--all-users] [--keep-for PERF.DATA_OR_DIR ...]
 
 Every process run with `-X perf` writes `/tmp/perf-<pid>.map`, with `-X perf_jit` `/tmp/jit-<pid>.dump`
-(and `perf inject --jit` writes `jitted-<pid>-<n>.so` beside the dump); nothing removes them, so a
+(and `perf inject --jit` writes `jitted-<pid>-<n>.so` beside the dump, `jit-inject` `jit-<pid>-arena-<n>.so`);
+nothing removes them, so a
 service whose workers come and go fills /tmp.  perf needs a process's file to name its Python frames
 for as long as anyone reads a recording of it, and perf names a file by the pid alone.  So a file is
 removed only when all of these hold, each checked at the time of removal:
 
-- it is a regular file (not a link) named `perf-<pid>.map`, `jit-<pid>.dump` or `jitted-<pid>-<n>.so`;
+- it is a regular file (not a link) named `perf-<pid>.map`, `jit-<pid>.dump`, `jitted-<pid>-<n>.so` or
+  `jit-<pid>-arena-<n>.so`;
 - it belongs to the user running clean-tmp (`--all-users`, as root: to anyone);
 - it was last modified longer ago than `--older-than` (default one day: the time left to read a recording);
 - no process with that pid exists (in the pid namespace that named it: the caller's, or the container's);
@@ -42,7 +44,8 @@ from ..subcommands import Command, log, main_of
 from . import procfs
 from .perf_data import PerfDataError, pids_named
 
-FILE_NAME = re.compile(r"^(?:perf-(?P<map>\d+)\.map|jit-(?P<dump>\d+)\.dump|jitted-(?P<so>\d+)-\d+\.so)$")
+FILE_NAME = re.compile(r"^(?:perf-(?P<map>\d+)\.map|jit-(?P<dump>\d+)\.dump|jitted-(?P<so>\d+)-\d+\.so"
+                       r"|jit-(?P<arena>\d+)-arena-\d+\.so)$")
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 DEFAULT_OLDER_THAN = "1d"
 PERF_READERS = {"record", "report", "script", "inject", "annotate", "top", "trace", "mem", "c2c", "sched", "kvm",

@@ -45,6 +45,7 @@ def alive(pid: int) -> bool:
 
 def test_names_and_ages():
     assert pid_of("perf-123.map") == 123 and pid_of("jit-7.dump") == 7 and pid_of("jitted-42-3.so") == 42
+    assert pid_of("jit-42-arena-0.so") == 42
     assert pid_of("perf-123.map.bak") is None and pid_of("perf-x.map") is None and pid_of("perf.data") is None
     assert parse_age("90") == 90 and parse_age("30m") == 1800 and parse_age("1d") == 86400 and parse_age("0") == 0
     with pytest.raises(DriverError):

@@ -1,0 +1,916 @@
+"""`perf inject --jit` for CPython's perf_jit trampolines: one ELF per trampoline arena instead of one per code object.
+
+    python3 -E jit_inject.py -i perf.data -o perf.jit.data [--root DIR] [--fallback-perf PERF]
+    python -m cpython_perf jit-inject -i perf.data -o perf.jit.data [...]
+
+Why.  `perf inject --jit` writes one `jitted-PID-N.so` and one MMAP2 record per JIT_CODE_LOAD of the jitdump.
+perf keeps its DSOs in an array that it re-sorts (qsort by long name, strcmp) whenever one was appended out of
+name order, and `jitted-13-10.so` sorts before `jitted-13-9.so`: every new jitted DSO costs a sort of all of
+them, in perf inject and again in perf script (whose profile is 80% that comparison and strcmp); and perf
+script's libunwind walks every live map of the thread for each frame it unwinds.  A program that ran 40,000
+code objects took 57 s to inject and 131 s to script 1,088 samples; here 0.3 s and 0.9 s.
+
+What this does instead.  CPython places its trampolines in arenas (anonymous executable mappings of 64 KiB,
+each slot 0x110 bytes of the same code; adjacent arenas merge into one mapping).  For each arena of each
+jitdump (the code loads that fall in one recorded executable mapping of the process, merged where those
+overlap) it writes ONE ELF, `jit-PID-arena-K.so` beside the dump (ET_DYN, file offset = ELF address, one
+PT_LOAD at 0), laid out as
+
+    ELF header | .eh_frame | .eh_frame_hdr | .text.reuse | .text (the arena's span) | .symtab .strtab ...
+
+- `.text`: the span, every slot's code at its offset from the span's start;
+- `.symtab`: one FUNC symbol per code load at its file offset, named as the jitdump (and perf inject) names
+  it, e.g. `py::foo:/src/script.py`;
+- `.eh_frame`: the dump's CIE (from its JIT_CODE_UNWINDING_INFO records) and one FDE per slot, its pc_begin
+  pc-relative to where it is mapped; `.eh_frame_hdr` its sorted search table;
+
+and puts, where perf inject would have put its N records, two MMAP2 records per arena at the time of its
+first code load: the span, mapped to `.text`; and the unwind tables ([0, end of .eh_frame_hdr) of the file),
+mapped at a free address range below the arena.  perf's libunwind (the dwarf unwinder of Debian's perf) reads
+.eh_frame_hdr and the FDEs through the process's maps, at the ELF's load address (the least start - pgoff of
+the ELF's maps: this second map, by construction) plus their ELF address; the span's map alone could not
+hold them without covering addresses of other mappings.  The range is chosen free of every mapping the
+recording names, of any process (forked children keep their parent's maps), and of the other arenas'.
+
+Reused slots.  The 3.13 series hands the slot of a freed code object to the next new one, and the dump then
+has a later code load at the same address; perf inject names an address after the load that came last
+before each sample.  A single ELF cannot give one address two names, but it can give one address two *file
+offsets*: every load that lands on an address (or range) an earlier load of its arena had is written once
+more (section `.text.reuse`), and gets an MMAP2 record of its own, at its load's time, covering its code only
+and mapping it to that copy.  perf replaces the overlapped part of the arena's map with it from that time
+on, so samples before and after the reuse resolve as perf inject's do; every such record maps the same file,
+so the number of DSOs stays one per arena and the live maps grow by at most two per reused slot.  Its unwind
+rules are those of the slot's first load (CPython's trampolines are the same code in every slot; a later load
+of another size or unwind program keeps its own name but not its own FDE -- said on stderr).
+
+Where the records go.  perf reads a recording in rounds (FINISHED_ROUND): at each it delivers, in time order,
+what it holds up to the latest time seen before the previous one.  Each new record is put before the first
+round that delivers its time, so perf never reads it after samples that needed it ("out of order events").
+The jitdump MMAP record of the process (/tmp/jit-PID.dump, mapped by CPython so that perf records it) is left
+out, and so are the process's anonymous mappings (//anon, [anon:, /memfd:) from its time on -- a new arena's
+mapping would otherwise replace the maps of the arenas it merges with -- both as perf inject does.  Everything
+else is copied byte for byte; the feature sections that follow the data move with it.  No JIT_CODE_DEBUG_INFO
+(line tables): CPython writes none.
+
+Limits (each raises JitInjectError: with --fallback-perf, perf inject --jit is run instead): a recording in
+another byte order, compressed (perf record -z) or piped; without `-k 1` (CLOCK_MONOTONIC, as perf inject
+--jit requires) or sample_id_all; a jitdump with architecture timestamps (TSC), or unwinding info whose CIE
+has augmentations other than `zR`.
+
+Stdlib only, one file, no imports from the rest of the driver: it runs in the recording's container with the
+profiled interpreter (perf_jit exists from 3.12 on), as well as on the host under the driver.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import os
+import re
+import struct
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+
+# ---------------------------------------------------------------- jitdump (perf's jitdump-specification.txt)
+JITDUMP_MAGIC = 0x4A695444
+JITDUMP_HEADER = struct.Struct("<IIIIIIQQ")   # magic, version, total_size, elf_mach, pad1, pid, timestamp, flags
+JIT_RECORD = struct.Struct("<IIQ")             # id, total_size, timestamp
+JIT_CODE_LOAD, JIT_CODE_MOVE, JIT_CODE_DEBUG_INFO, JIT_CODE_CLOSE, JIT_CODE_UNWINDING_INFO = range(5)
+CODE_LOAD = struct.Struct("<IIQQQQ")          # pid, tid, vma, code_addr, code_size, code_index; name\0, code
+CODE_MOVE = struct.Struct("<IIQQQQQ")         # pid, tid, vma, old_code_addr, new_code_addr, code_size, code_index
+UNWINDING_INFO = struct.Struct("<QQQ")        # unwinding_size, eh_frame_hdr_size, mapped_size; data
+JITDUMP_FLAGS_ARCH_TIMESTAMP = 1
+
+# ---------------------------------------------------------------- perf.data (perf.data-file-format.txt)
+PERF_MAGIC = b"PERFILE2"
+# magic, size, attr_size, attrs {offset, size}, data {offset, size}, event_types {offset, size}, features bitmap
+PERF_HEADER = struct.Struct("<8sQQQQQQQQ4Q")
+RECORD_HEADER = struct.Struct("<IHH")         # type, misc, size
+RECORD_MMAP, RECORD_SAMPLE, RECORD_MMAP2 = 1, 9, 10
+USER_RECORDS, RECORD_FINISHED_ROUND = 64, 68
+RECORD_COMPRESSED, RECORD_COMPRESSED2 = 81, 83
+MISC_USER = 2
+MISC_MMAP_DATA = 1 << 13
+MISC_MMAP_BUILD_ID = 1 << 14
+MMAP2_BODY = struct.Struct("<IIQQQIIQQII")    # pid, tid, start, len, pgoff, maj, min, ino, ino_generation, prot, flags
+MMAP_BODY = struct.Struct("<IIQQQ")           # pid, tid, start, len, pgoff
+PROT_EXEC = 4
+PROT_READ_EXEC = 5
+MAP_PRIVATE = 2
+# perf_event_attr: sample_type at 24, the flag bits at 40, clockid at 92
+ATTR_SAMPLE_TYPE, ATTR_FLAGS, ATTR_CLOCKID = 24, 40, 92
+FLAG_SAMPLE_ID_ALL, FLAG_USE_CLOCKID = 1 << 18, 1 << 25
+CLOCK_MONOTONIC = 1
+SAMPLE_IP, SAMPLE_TID, SAMPLE_TIME, SAMPLE_ID, SAMPLE_CPU, SAMPLE_STREAM_ID, SAMPLE_IDENTIFIER = (
+    1 << 0, 1 << 1, 1 << 2, 1 << 6, 1 << 7, 1 << 9, 1 << 16)
+ANON_NAMES = (b"//anon", b"[anon:", b"/memfd:")   # perf inject --jit drops these after a process's jitdump
+JITDUMP_NAME = re.compile(rb"(?:^|/)jit-(\d+)\.dump$")
+
+# ---------------------------------------------------------------- ELF
+ELF_HEADER = struct.Struct("<16sHHIQQQIHHHHHH")
+PROGRAM_HEADER = struct.Struct("<IIQQQQQQ")
+SECTION_HEADER = struct.Struct("<IIQQQQIIQQ")
+SYMBOL = struct.Struct("<IBBHQQ")
+ET_DYN = 3
+PT_LOAD, PF_X, PF_R = 1, 1, 4
+SHT_PROGBITS, SHT_SYMTAB, SHT_STRTAB = 1, 2, 3
+SHF_ALLOC, SHF_EXECINSTR = 2, 4
+STB_LOCAL, STT_FUNC = 0, 2
+CODE_ALIGN = 16
+
+
+class JitInjectError(ValueError):
+    """An input this injector does not handle (perf inject --jit may: see the module's Limits)."""
+
+
+# ======================================================================= the jitdump
+
+@dataclass(frozen=True)
+class Cie:
+    """The parts of a CIE this writes again (as version 1, augmentation zR, pc-relative sdata4 pointers)."""
+
+    code_align: int
+    data_align: int
+    return_register: int
+    instructions: bytes
+
+
+@dataclass
+class CodeLoad:
+    time: int
+    pid: int
+    tid: int
+    addr: int
+    size: int
+    index: int
+    name: bytes
+    code: bytes
+    cie: Cie | None = None
+    fde_instructions: bytes | None = None
+
+
+@dataclass
+class Jitdump:
+    pid: int
+    elf_mach: int
+    loads: list[CodeLoad]
+
+
+def _uleb(data: bytes, p: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[p]
+        p += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return value, p
+
+
+def _sleb(data: bytes, p: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[p]
+        p += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            if byte & 0x40:
+                value -= 1 << shift
+            return value, p
+
+
+def _uleb_bytes(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _sleb_bytes(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        done = (value == 0 and not byte & 0x40) or (value == -1 and byte & 0x40)
+        out.append(byte | (0 if done else 0x80))
+        if done:
+            return bytes(out)
+
+
+# the size of a DW_EH_PE-encoded value by its low nibble (absptr is a pointer: 8 bytes on a 64-bit target)
+_ENCODED_SIZE = {0x00: 8, 0x02: 2, 0x03: 4, 0x04: 8, 0x0A: 2, 0x0B: 4, 0x0C: 8}
+
+
+def parse_eh_frame(data: bytes) -> tuple[Cie, bytes, int, int]:
+    """The CIE and the first FDE's instructions of an .eh_frame as CPython writes it (one CIE, one FDE), and
+    where the FDE's pc_begin and pc_range are (their offset, the size of each)."""
+    cie: Cie | None = None
+    cie_encoding = 0
+    augmented = False
+    p = 0
+    while p + 4 <= len(data):
+        length = struct.unpack_from("<I", data, p)[0]
+        if length == 0:
+            break
+        if length == 0xFFFFFFFF:
+            raise JitInjectError("64-bit DWARF .eh_frame in the jitdump's unwinding info")
+        start, end = p + 4, p + 4 + length
+        if end > len(data):
+            raise JitInjectError("unwinding info cut short")
+        entry_id = struct.unpack_from("<I", data, start)[0]
+        if entry_id == 0:   # a CIE
+            version = data[start + 4]
+            q = data.index(b"\0", start + 5)
+            augmentation = data[start + 5:q]
+            q += 1
+            if augmentation not in (b"", b"zR"):
+                raise JitInjectError(f"CIE augmentation {augmentation!r} (only zR is written again)")
+            code_align, q = _uleb(data, q)
+            data_align, q = _sleb(data, q)
+            if version == 1:
+                ra, q = data[q], q + 1
+            else:
+                ra, q = _uleb(data, q)
+            if ra > 255:
+                raise JitInjectError(f"return address register {ra}")
+            augmented = augmentation.startswith(b"z")
+            if augmented:
+                length_aug, q = _uleb(data, q)
+                cie_encoding = data[q] if length_aug else 0
+                q += length_aug
+            cie = Cie(code_align, data_align, ra, data[q:end].rstrip(b"\0"))
+        else:               # an FDE
+            if cie is None:
+                raise JitInjectError("an FDE before its CIE")
+            size = _ENCODED_SIZE.get(cie_encoding & 0x0F)
+            if size is None:
+                raise JitInjectError(f"FDE pointer encoding {cie_encoding:#x}")
+            q = start + 4 + 2 * size
+            if augmented:
+                length_aug, q = _uleb(data, q)
+                q += length_aug
+            return cie, data[q:end].rstrip(b"\0"), start + 4, size
+        p = end
+    raise JitInjectError("unwinding info without an FDE")
+
+
+def read_jitdump(path: str) -> Jitdump:
+    """The code loads of a jitdump, in its order (time order), each with the unwinding info written before it
+    (JIT_CODE_UNWINDING_INFO applies to the next JIT_CODE_LOAD).  A JIT_CODE_MOVE is a load of the moved code
+    at its new address.  A record cut short at the end (the process died while writing) ends the dump."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    if len(raw) < JITDUMP_HEADER.size:
+        raise JitInjectError(f"{path}: not a jitdump (too short)")
+    magic, _version, header_size, elf_mach, _pad, pid, _ts, flags = JITDUMP_HEADER.unpack_from(raw)
+    if magic != JITDUMP_MAGIC:
+        raise JitInjectError(f"{path}: not a little-endian jitdump (magic {magic:#x})")
+    if flags & JITDUMP_FLAGS_ARCH_TIMESTAMP:
+        raise JitInjectError(f"{path}: architecture timestamps (TSC) are not converted here")
+    loads: list[CodeLoad] = []
+    by_index: dict[int, CodeLoad] = {}
+    pending: tuple[Cie, bytes] | None = None
+    cies: dict[Cie, Cie] = {}
+    # every trampoline's unwinding info is the same but for the FDE's pc_begin (and pc_range): parsed once
+    shapes: dict[bytes, tuple[Cie, bytes]] = {}
+    pc_at = pc_size = 0
+    p = header_size
+    while p + JIT_RECORD.size <= len(raw):
+        kind, size, ts = JIT_RECORD.unpack_from(raw, p)
+        if size < JIT_RECORD.size or p + size > len(raw):
+            break
+        body = p + JIT_RECORD.size
+        if kind == JIT_CODE_LOAD:
+            lpid, tid, _vma, addr, code_size, index = CODE_LOAD.unpack_from(raw, body)
+            q = raw.index(b"\0", body + CODE_LOAD.size)
+            name = raw[body + CODE_LOAD.size:q]
+            code = raw[q + 1:q + 1 + code_size]
+            load = CodeLoad(ts, lpid, tid, addr, code_size, index, name, code)
+            if pending is not None:
+                load.cie, load.fde_instructions = pending
+                pending = None
+            loads.append(load)
+            by_index[index] = load
+        elif kind == JIT_CODE_MOVE:
+            lpid, tid, _vma, _old, new, code_size, index = CODE_MOVE.unpack_from(raw, body)
+            old = by_index.get(index)
+            if old is not None:
+                moved = CodeLoad(ts, lpid, tid, new, code_size, index, old.name, old.code[:code_size], old.cie,
+                                 old.fde_instructions)
+                loads.append(moved)
+                by_index[index] = moved
+        elif kind == JIT_CODE_UNWINDING_INFO:
+            unwind_size, hdr_size, _mapped = UNWINDING_INFO.unpack_from(raw, body)
+            data = raw[body + UNWINDING_INFO.size:body + UNWINDING_INFO.size + unwind_size - hdr_size]
+            key = data[:pc_at] + data[pc_at + 2 * pc_size:] if pc_size else None
+            pending = shapes.get(key) if key is not None else None
+            if pending is None:
+                cie, instructions, pc_at, pc_size = parse_eh_frame(data)
+                pending = (cies.setdefault(cie, cie), instructions)
+                shapes[data[:pc_at] + data[pc_at + 2 * pc_size:]] = pending
+        elif kind == JIT_CODE_CLOSE:
+            break
+        p += size
+    return Jitdump(pid, elf_mach, loads)
+
+
+# ======================================================================= arenas and their ELF files
+
+@dataclass
+class Overlay:
+    load: CodeLoad
+    offset: int            # its copy's file offset (section .text.reuse)
+
+
+@dataclass
+class Layout:
+    """Where the parts of an arena's ELF are (file offsets = ELF addresses) and its unwind tables' runtime
+    address."""
+
+    eh_frame: int = 0
+    eh_frame_hdr: int = 0
+    unwind_end: int = 0    # the end of .eh_frame_hdr: [0, unwind_end) is mapped at unwind_at
+    reuse: int = 0
+    text: int = 0          # the span
+    unwind_at: int = 0
+
+
+@dataclass
+class Arena:
+    start: int
+    end: int
+    first: list[CodeLoad] = field(default_factory=list)      # one per slot: the first load of each address
+    overlays: list[Overlay] = field(default_factory=list)    # later loads on an address (or range) already used
+    layout: Layout = field(default_factory=Layout)
+    path: str = ""         # the ELF as the recording names it
+    file: str = ""         # ... and where it is written
+    first_time: int = 0
+
+
+def _covering(intervals: list[tuple[int, int]], addr: int) -> tuple[int, int] | None:
+    i = bisect.bisect_right(intervals, (addr, float("inf"))) - 1
+    if i >= 0 and intervals[i][0] <= addr < intervals[i][1]:
+        return intervals[i]
+    return None
+
+
+def merge_intervals(intervals) -> list[tuple[int, int]]:
+    merged: list[list[int]] = []
+    for start, end in sorted(intervals):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return [(s, e) for s, e in merged]
+
+
+def group_arenas(loads: list[CodeLoad], mappings: list[tuple[int, int]], page: int = 4096) -> list[Arena]:
+    """The loads grouped by the executable mapping of the process that holds them (mappings: (start, end) of
+    its MMAP/MMAP2 records; those that hold a load are merged where they overlap or touch); loads no recorded
+    mapping holds are grouped while they are in the same or adjacent pages.  Within an arena the first load of
+    each address is a slot of its span; a later one at an address, or overlapping the range, of an earlier one
+    is an overlay."""
+    addrs = sorted(ld.addr for ld in loads)
+    covering = merge_intervals(m for m in mappings
+                               if bisect.bisect_left(addrs, m[1]) > bisect.bisect_left(addrs, m[0]))
+    keyed: dict[tuple[int, int], list[CodeLoad]] = {}
+    loose: list[CodeLoad] = []
+    for load in loads:
+        if load.size == 0:
+            continue
+        key = _covering(covering, load.addr)
+        if key is None:
+            loose.append(load)
+        else:
+            keyed.setdefault(key, []).append(load)
+    groups = list(keyed.values())
+    if loose:
+        by_addr = sorted(loose, key=lambda ld: ld.addr)
+        runs, run = [], [by_addr[0]]
+        for load in by_addr[1:]:
+            prev_end = run[-1].addr + run[-1].size
+            if load.addr // page - (prev_end - 1) // page <= 1:
+                run.append(load)
+            else:
+                runs.append(run)
+                run = [load]
+        runs.append(run)
+        for r in runs:
+            r.sort(key=lambda ld: ld.time)
+        groups += runs
+    return sorted((_arena_of(g) for g in groups), key=lambda a: a.start)
+
+
+def _arena_of(group: list[CodeLoad]) -> Arena:
+    firsts: dict[int, CodeLoad] = {}
+    later: list[CodeLoad] = []
+    for load in group:                      # time order
+        if load.addr in firsts:
+            later.append(load)
+        else:
+            firsts[load.addr] = load
+    # a first load overlapping an earlier slot's range (not at its address): the later of the two is an overlay
+    kept: list[CodeLoad] = []
+    for load in sorted(firsts.values(), key=lambda ld: ld.addr):
+        if kept and load.addr < kept[-1].addr + kept[-1].size:
+            if load.time > kept[-1].time:
+                later.append(load)
+            else:
+                later.append(kept[-1])
+                kept[-1] = load
+            continue
+        kept.append(load)
+    later.sort(key=lambda ld: ld.time)
+    arena = Arena(kept[0].addr, max(ld.addr + ld.size for ld in kept), kept)
+    arena.overlays = [Overlay(load, 0) for load in later]
+    arena.first_time = min(ld.time for ld in kept)
+    return arena
+
+
+def _align(value: int, to: int) -> int:
+    return (value + to - 1) // to * to
+
+
+def _pad(blob: bytearray, to: int) -> None:
+    blob += b"\0" * (_align(len(blob), to) - len(blob))
+
+
+def eh_frame_and_hdr(arena: Arena, eh_frame_at: int, runtime_of_file: int) -> tuple[bytes, bytes, list[str]]:
+    """.eh_frame (its CIEs, one FDE per slot, pc-relative to where they are mapped: file offset +
+    runtime_of_file) and .eh_frame_hdr (its search table) of an arena, .eh_frame at file offset eh_frame_at and
+    .eh_frame_hdr right after it."""
+    out = bytearray()
+    cie_at: dict[Cie, int] = {}
+    entries = []                            # (runtime start, FDE's offset in .eh_frame)
+    for load in arena.first:
+        if load.cie is None:
+            continue
+        where = cie_at.get(load.cie)
+        if where is None:
+            where = cie_at[load.cie] = len(out)
+            c = load.cie
+            body = bytearray(struct.pack("<IB", 0, 1) + b"zR\0" + _uleb_bytes(c.code_align)
+                             + _sleb_bytes(c.data_align) + bytes([c.return_register]) + b"\x01\x1b" + c.instructions)
+            body += b"\0" * (_align(4 + len(body), 8) - 4 - len(body))
+            out += struct.pack("<I", len(body)) + body
+        fde = len(out)
+        field_runtime = runtime_of_file + eh_frame_at + fde + 8      # where pc_begin is mapped
+        body = bytearray(struct.pack("<Iii", fde + 4 - where, load.addr - field_runtime, load.size) + b"\0"
+                         + load.fde_instructions)
+        body += b"\0" * (_align(4 + len(body), 8) - 4 - len(body))
+        out += struct.pack("<I", len(body)) + body
+        entries.append((load.addr, fde))
+    out += b"\0\0\0\0"                      # the terminator
+    hdr_at = eh_frame_at + len(out)
+    hdr_runtime = runtime_of_file + hdr_at
+    hdr = bytearray(struct.pack("<BBBBiI", 1, 0x1B, 0x03, 0x3B, eh_frame_at - (hdr_at + 4), len(entries)))
+    hdr += b"".join(struct.pack("<ii", addr - hdr_runtime, eh_frame_at + fde - hdr_at) for addr, fde in entries)
+    warnings = []
+    slot = {ld.addr: ld for ld in arena.first}
+    for overlay in arena.overlays:
+        first = slot.get(overlay.load.addr)
+        if first is None or first.size != overlay.load.size or first.fde_instructions != overlay.load.fde_instructions:
+            warnings.append(f"code load {overlay.load.index} ({overlay.load.name.decode(errors='replace')}) at "
+                            f"{overlay.load.addr:#x} reuses a range whose unwind rules differ; it keeps the first's")
+    return bytes(out), bytes(hdr), warnings
+
+
+def plan_layout(arena: Arena) -> Layout:
+    """File offsets of an arena's ELF before its unwind tables are placed (their size is known from the slots)."""
+    lay = Layout()
+    lay.eh_frame = _align(ELF_HEADER.size + PROGRAM_HEADER.size, 8)
+    n = sum(1 for ld in arena.first if ld.cie is not None)
+    cies = {ld.cie for ld in arena.first if ld.cie is not None}
+    size = 0
+    for c in cies:
+        size += _align(4 + 4 + 1 + 3 + len(_uleb_bytes(c.code_align)) + len(_sleb_bytes(c.data_align)) + 1 + 2
+                       + len(c.instructions), 8)
+    size += sum(_align(4 + 4 + 8 + 1 + len(ld.fde_instructions), 8) for ld in arena.first if ld.cie is not None)
+    size += 4
+    lay.eh_frame_hdr = lay.eh_frame + size
+    lay.unwind_end = lay.eh_frame_hdr + 12 + 8 * n
+    lay.reuse = _align(lay.unwind_end, CODE_ALIGN)
+    offset = lay.reuse
+    for overlay in arena.overlays:
+        overlay.offset = offset
+        offset += _align(max(overlay.load.size, 1), CODE_ALIGN)
+    lay.text = _align(offset, CODE_ALIGN)
+    arena.layout = lay
+    return lay
+
+
+def place_unwind_tables(arena: Arena, taken: list[tuple[int, int]], page: int = 4096) -> int:
+    """A runtime address for the arena's unwind tables ([0, unwind_end) of its ELF): free of every mapping the
+    recording names and of the other arenas' tables (taken: sorted, merged), at or below the span's start minus
+    its file offset (so that this mapping's start - pgoff is the least of the ELF's mappings: perf's libunwind
+    takes the ELF's load address from the least), and within +-2 GiB of the code (.eh_frame's 32-bit offsets).
+    """
+    size = arena.layout.unwind_end
+    hi = (arena.start - arena.layout.text) // page * page
+    while hi > 0x10000:
+        lo = hi
+        i = bisect.bisect_left(taken, (lo + size, 0)) - 1       # the last interval starting before our end
+        if i >= 0 and taken[i][1] > lo:
+            hi = (taken[i][0] - size) // page * page
+            continue
+        if arena.end - lo >= (1 << 31) - (1 << 20):
+            break
+        return lo
+    raise JitInjectError(f"no free address range for the unwind tables of the arena at {arena.start:#x}")
+
+
+def elf_image(arena: Arena, machine: int) -> tuple[bytes, list[str]]:
+    """The ELF of an arena (see the module's docstring); plan_layout and place_unwind_tables first."""
+    lay = arena.layout
+    frames, hdr, warnings = eh_frame_and_hdr(arena, lay.eh_frame, lay.unwind_at)
+    assert lay.eh_frame + len(frames) == lay.eh_frame_hdr and lay.eh_frame_hdr + len(hdr) == lay.unwind_end
+    span = arena.end - arena.start
+    text = bytearray(span)
+    for load in arena.first:
+        at = load.addr - arena.start
+        text[at:at + len(load.code)] = load.code
+    reuse = bytearray()
+    for overlay in arena.overlays:
+        reuse += b"\0" * (overlay.offset - lay.reuse - len(reuse))
+        reuse += overlay.load.code
+    reuse += b"\0" * (lay.text - lay.reuse - len(reuse))
+
+    strtab = bytearray(b"\0")
+    symbols = [SYMBOL.pack(0, 0, 0, 0, 0, 0)]
+    for load in arena.first:
+        symbols.append(SYMBOL.pack(len(strtab), (STB_LOCAL << 4) | STT_FUNC, 0, 4,
+                                   lay.text + load.addr - arena.start, load.size))
+        strtab += load.name + b"\0"
+    for overlay in arena.overlays:
+        symbols.append(SYMBOL.pack(len(strtab), (STB_LOCAL << 4) | STT_FUNC, 0, 3, overlay.offset,
+                                   overlay.load.size))
+        strtab += overlay.load.name + b"\0"
+    symtab = b"".join(symbols)
+    names = [b"", b".eh_frame", b".eh_frame_hdr", b".text.reuse", b".text", b".symtab", b".strtab", b".shstrtab"]
+    shstrtab = bytearray()
+    name_at = []
+    for name in names:
+        name_at.append(len(shstrtab))
+        shstrtab += name + b"\0"
+    text_end = lay.text + span
+    symtab_offset = _align(text_end, 8)
+    strtab_offset = symtab_offset + len(symtab)
+    shstrtab_offset = strtab_offset + len(strtab)
+    sections_offset = _align(shstrtab_offset + len(shstrtab), 8)
+    code = SHF_ALLOC | SHF_EXECINSTR
+    sections = [
+        SECTION_HEADER.pack(0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+        SECTION_HEADER.pack(name_at[1], SHT_PROGBITS, SHF_ALLOC, lay.eh_frame, lay.eh_frame, len(frames), 0, 0, 8, 0),
+        SECTION_HEADER.pack(name_at[2], SHT_PROGBITS, SHF_ALLOC, lay.eh_frame_hdr, lay.eh_frame_hdr, len(hdr), 0, 0,
+                            4, 0),
+        SECTION_HEADER.pack(name_at[3], SHT_PROGBITS, code, lay.reuse, lay.reuse, lay.text - lay.reuse, 0, 0,
+                            CODE_ALIGN, 0),
+        SECTION_HEADER.pack(name_at[4], SHT_PROGBITS, code, lay.text, lay.text, span, 0, 0, CODE_ALIGN, 0),
+        SECTION_HEADER.pack(name_at[5], SHT_SYMTAB, 0, 0, symtab_offset, len(symtab), 6, len(symbols), 8,
+                            SYMBOL.size),
+        SECTION_HEADER.pack(name_at[6], SHT_STRTAB, 0, 0, strtab_offset, len(strtab), 0, 0, 1, 0),
+        SECTION_HEADER.pack(name_at[7], SHT_STRTAB, 0, 0, shstrtab_offset, len(shstrtab), 0, 0, 1, 0),
+    ]
+    ident = b"\x7fELF" + bytes([2, 1, 1, 0]) + bytes(8)
+    header = ELF_HEADER.pack(ident, ET_DYN, machine, 1, 0, ELF_HEADER.size, sections_offset, 0, ELF_HEADER.size,
+                             PROGRAM_HEADER.size, 1, SECTION_HEADER.size, len(sections), len(sections) - 1)
+    program = PROGRAM_HEADER.pack(PT_LOAD, PF_R | PF_X, 0, 0, 0, text_end, text_end, 0x1000)
+    out = bytearray(header + program)
+    for offset, blob in [(lay.eh_frame, frames), (lay.eh_frame_hdr, hdr), (lay.reuse, bytes(reuse)),
+                         (lay.text, bytes(text)), (symtab_offset, symtab), (strtab_offset, bytes(strtab)),
+                         (shstrtab_offset, bytes(shstrtab)), (sections_offset, b"".join(sections))]:
+        assert len(out) <= offset, (len(out), offset)
+        out += b"\0" * (offset - len(out))
+        out += blob
+    return bytes(out), warnings
+
+
+# ======================================================================= perf.data
+
+@dataclass
+class Recording:
+    path: str
+    header: tuple
+    attr_size: int
+    sample_type: int
+    first_id: int
+    data_offset: int
+    data_size: int
+    features: int
+    markers: list[tuple[int, int, int, int, bytes, int]]   # (offset, size, pid, tid, dump path, time) of jitdump mmaps
+    exec_maps: dict[int, list[tuple[int, int]]]           # pid -> (start, end) of its executable mappings
+    all_maps: list[tuple[int, int]]                       # (start, end) of every mapping of every process
+    anon_maps: list[tuple[int, int, int, int]]            # (offset, size, pid, time) of //anon, [anon:, /memfd: mmaps
+    rounds: list[tuple[int, int]]                         # (offset, time it delivers up to) of each FINISHED_ROUND
+    _bounds: list[int] = field(default_factory=list, repr=False)
+
+    def position_for(self, ts: int) -> int:
+        """Where a record of time ts goes so that perf reads it in order: before the first FINISHED_ROUND that
+        delivers its time (everything delivered before it is older), else at the end of the data."""
+        if len(self._bounds) != len(self.rounds):
+            self._bounds = [r[1] for r in self.rounds]
+        i = bisect.bisect_left(self._bounds, ts)
+        return self.rounds[i][0] if i < len(self.rounds) else self.data_offset + self.data_size
+
+
+def _sample_id(rec: Recording, pid: int, tid: int, ts: int) -> bytes:
+    st = rec.sample_type
+    out = b""
+    if st & SAMPLE_TID:
+        out += struct.pack("<II", pid, tid)
+    if st & SAMPLE_TIME:
+        out += struct.pack("<Q", ts)
+    if st & SAMPLE_ID:
+        out += struct.pack("<Q", rec.first_id)
+    if st & SAMPLE_STREAM_ID:
+        out += struct.pack("<Q", rec.first_id)
+    if st & SAMPLE_CPU:
+        out += struct.pack("<II", 0, 0)
+    if st & SAMPLE_IDENTIFIER:
+        out += struct.pack("<Q", rec.first_id)
+    return out
+
+
+def read_recording(path: str, chunk: int = 64 << 20) -> Recording:
+    """The layout of a perf.data file, its jitdump mmaps and each process's executable mappings."""
+    with open(path, "rb") as f:
+        head = f.read(PERF_HEADER.size)
+        if len(head) < PERF_HEADER.size or head[:8] != PERF_MAGIC:
+            raise JitInjectError(f"{path}: not a perf.data file in this byte order (perf record -o - output, or "
+                                 "another endianness)")
+        fields = PERF_HEADER.unpack_from(head)
+        attr_size, attrs_offset, attrs_size, data_offset, data_size = fields[2:7]
+        if data_size == 0:
+            raise JitInjectError(f"{path}: its data size is 0 (perf record still writing, or killed)")
+        features = sum(bin(word).count("1") for word in fields[9:13])
+        f.seek(attrs_offset)
+        attrs = f.read(attrs_size)
+        if attr_size <= 16 or not attrs:
+            raise JitInjectError(f"{path}: no event attributes")
+        sample_types = set()
+        first_id = 0
+        for i in range(attrs_size // attr_size):
+            entry = attrs[i * attr_size:(i + 1) * attr_size]
+            sample_type = struct.unpack_from("<Q", entry, ATTR_SAMPLE_TYPE)[0]
+            flags = struct.unpack_from("<Q", entry, ATTR_FLAGS)[0]
+            clockid = struct.unpack_from("<i", entry, ATTR_CLOCKID)[0]
+            if not flags & FLAG_SAMPLE_ID_ALL:
+                raise JitInjectError(f"{path}: recorded without sample_id_all (no times on its mmap records)")
+            if not flags & FLAG_USE_CLOCKID or clockid != CLOCK_MONOTONIC:
+                raise JitInjectError(f"{path}: not recorded with -k 1 (CLOCK_MONOTONIC), the jitdump's clock")
+            sample_types.add(sample_type)
+            if i == 0:
+                ids_offset, ids_size = struct.unpack_from("<QQ", entry, attr_size - 16)
+                if ids_size >= 8:
+                    f.seek(ids_offset)
+                    first_id = struct.unpack("<Q", f.read(8))[0]
+        if len(sample_types) != 1:
+            raise JitInjectError(f"{path}: events with different sample types")
+        sample_type = next(iter(sample_types))
+        if not sample_type & SAMPLE_TIME:
+            raise JitInjectError(f"{path}: recorded without times (perf record -T / --no-timestamp?)")
+        # a record's time, from the end of its sample_id trailer: after it come ID, STREAM_ID, CPU, IDENTIFIER
+        time_from_end = 8 + 8 * sum(1 for bit in (SAMPLE_ID, SAMPLE_STREAM_ID, SAMPLE_CPU, SAMPLE_IDENTIFIER)
+                                    if sample_type & bit)
+        # perf reads the records in rounds: at each FINISHED_ROUND it delivers, in time order, what it holds up
+        # to the latest time seen before the previous one.  rounds: (offset, that time) of each.
+        rounds: list[tuple[int, int]] = []
+        latest = flushed = 0
+        sample_time_at = (8 + 8 * sum(1 for bit in (SAMPLE_IDENTIFIER, SAMPLE_IP, SAMPLE_TID) if sample_type & bit)
+                          if sample_type & SAMPLE_TIME else None)
+        markers = []
+        exec_maps: dict[int, list[tuple[int, int]]] = {}
+        all_maps: list[tuple[int, int]] = []
+        anon_maps: list[tuple[int, int, int, int]] = []
+        at, end = data_offset, data_offset + data_size
+        buf, buf_at = b"", data_offset
+        while at < end:
+            if at + RECORD_HEADER.size > buf_at + len(buf):
+                f.seek(at)
+                buf, buf_at = f.read(min(chunk, end - at)), at
+            kind, misc, size = RECORD_HEADER.unpack_from(buf, at - buf_at)
+            if size < RECORD_HEADER.size:
+                raise JitInjectError(f"{path}: a record of size {size} at {at}")
+            if kind in (RECORD_COMPRESSED, RECORD_COMPRESSED2):
+                raise JitInjectError(f"{path} holds compressed records (perf record -z): record without -z")
+            if at + size > buf_at + len(buf):
+                f.seek(at)
+                buf, buf_at = f.read(max(size, min(chunk, end - at))), at
+            if kind < USER_RECORDS:     # the kernel's records carry their time (samples in their body)
+                if kind == RECORD_SAMPLE:
+                    if sample_time_at is not None:
+                        latest = max(latest, struct.unpack_from("<Q", buf, at - buf_at + sample_time_at)[0])
+                else:
+                    latest = max(latest, struct.unpack_from("<Q", buf, at - buf_at + size - time_from_end)[0])
+            elif kind == RECORD_FINISHED_ROUND:
+                rounds.append((at, flushed))
+                flushed = latest
+            if kind in (RECORD_MMAP, RECORD_MMAP2):
+                record = buf[at - buf_at:at - buf_at + size]
+                if kind == RECORD_MMAP2:
+                    pid, tid, start, length, _pgoff, *_ids, prot, _flags = MMAP2_BODY.unpack_from(record, 8)
+                    name_at = 8 + MMAP2_BODY.size
+                    executable = bool(prot & PROT_EXEC)
+                else:
+                    pid, tid, start, length, _pgoff = MMAP_BODY.unpack_from(record, 8)
+                    name_at = 8 + MMAP_BODY.size
+                    executable = not misc & MISC_MMAP_DATA
+                name = record[name_at:record.index(b"\0", name_at)]
+                ts = struct.unpack_from("<Q", record, size - time_from_end)[0]
+                m = JITDUMP_NAME.search(name)
+                if m:
+                    markers.append((at, size, pid, tid, name, ts))
+                else:
+                    all_maps.append((start, start + length))
+                    if name.startswith(ANON_NAMES):
+                        anon_maps.append((at, size, pid, ts))
+                    if executable:
+                        exec_maps.setdefault(pid, []).append((start, start + length))
+            at += size
+    return Recording(path, fields, attr_size, sample_type, first_id, data_offset, data_size, features,
+                     markers, exec_maps, all_maps, anon_maps, rounds)
+
+
+def mmap2_record(rec: Recording, pid: int, tid: int, ts: int, start: int, length: int, pgoff: int, path: bytes,
+                 st: os.stat_result) -> bytes:
+    name = path + b"\0"
+    name += b"\0" * (_align(len(name), 8) - len(name))
+    body = MMAP2_BODY.pack(pid, tid, start, length, pgoff, os.major(st.st_dev), os.minor(st.st_dev), st.st_ino, 0,
+                           PROT_READ_EXEC, MAP_PRIVATE) + name + _sample_id(rec, pid, tid, ts)
+    return RECORD_HEADER.pack(RECORD_MMAP2, MISC_USER, RECORD_HEADER.size + len(body)) + body
+
+
+def _copy_range(src, dst, offset: int, size: int, chunk: int = 16 << 20) -> None:
+    src.seek(offset)
+    while size > 0:
+        block = src.read(min(chunk, size))
+        if not block:
+            raise JitInjectError("perf.data cut short while copying")
+        dst.write(block)
+        size -= len(block)
+
+
+def write_recording(rec: Recording, out_path: str, replacements: dict[int, tuple[int, bytes]]) -> None:
+    """perf.data rec copied to out_path with records replaced: replacements maps an offset in the file to (the
+    size of the record there to leave out, 0 to insert before it; the bytes written instead); the feature
+    sections that follow the data move with it."""
+    delta = sum(len(new) - size for size, new in replacements.values())
+    fields = list(rec.header)
+    fields[6] = rec.data_size + delta
+    data_end = rec.data_offset + rec.data_size
+    with open(rec.path, "rb") as src, open(out_path, "wb") as dst:
+        dst.write(PERF_HEADER.pack(*fields))
+        _copy_range(src, dst, PERF_HEADER.size, rec.data_offset - PERF_HEADER.size)
+        at = rec.data_offset
+        for offset in sorted(replacements):
+            size, new = replacements[offset]
+            _copy_range(src, dst, at, offset - at)
+            dst.write(new)
+            at = offset + size
+        _copy_range(src, dst, at, data_end - at)
+        src.seek(data_end)
+        table = bytearray(src.read(rec.features * 16))
+        for i in range(rec.features):   # each feature's {offset, size}: the features follow the data, so they move
+            offset, size = struct.unpack_from("<QQ", table, i * 16)
+            struct.pack_into("<QQ", table, i * 16, offset + delta, size)
+        dst.write(table)
+        rest = os.fstat(src.fileno()).st_size - (data_end + rec.features * 16)
+        _copy_range(src, dst, data_end + rec.features * 16, rest)
+
+
+# ======================================================================= the whole
+
+@dataclass
+class Summary:
+    dumps: int = 0
+    loads: int = 0
+    arenas: int = 0
+    overlays: int = 0
+    records: int = 0
+    dropped: int = 0
+    elf_bytes: int = 0
+    files: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _under(root: str, path: str) -> str:
+    return os.path.join(root, path.lstrip("/")) if root not in ("", "/") else path
+
+
+def inject(in_path: str, out_path: str, root: str = "/") -> Summary:
+    """perf.data in_path -> out_path with the code of every jitdump it maps given to perf as one ELF per arena.
+    root: where the paths the recording names are found (the directory a container's / is at; "/" inside it).
+    """
+    rec = read_recording(in_path)
+    summary = Summary()
+    removals: dict[int, int] = {}       # offset -> size of a record left out
+    insertions: list[tuple[int, bytes]] = []
+    done: set[tuple[int, bytes]] = set()
+    taken = merge_intervals(rec.all_maps)   # address ranges an unwind table's map must keep out of
+    injected: dict[int, int] = {}       # pid -> time of its (first) injected jitdump mmap
+    for at, size, pid, tid, name, marker_time in sorted(rec.markers, key=lambda m: m[5]):
+        if (pid, name) in done:
+            removals[at] = size                 # a second mmap of a dump already injected
+            continue
+        done.add((pid, name))
+        dump_path = name.decode()
+        try:
+            dump = read_jitdump(_under(root, dump_path))
+        except FileNotFoundError:
+            summary.warnings.append(f"{dump_path}: not found (left as it is)")
+            continue
+        summary.dumps += 1
+        summary.loads += len(dump.loads)
+        arenas = group_arenas(dump.loads, rec.exec_maps.get(pid, []))
+        taken = merge_intervals(taken + [(a.start, a.end) for a in arenas])
+        directory = os.path.dirname(dump_path)
+        events = []
+        for k, arena in enumerate(arenas):
+            plan_layout(arena)
+            arena.layout.unwind_at = place_unwind_tables(arena, taken)
+            at_ = arena.layout.unwind_at
+            taken = merge_intervals(taken + [(at_, at_ + arena.layout.unwind_end)])
+            arena.path = f"{directory}/jit-{dump.pid}-arena-{k}.so"
+            arena.file = _under(root, arena.path)
+            image, warnings = elf_image(arena, dump.elf_mach)
+            summary.warnings += warnings
+            tmp = arena.file + ".tmp"
+            with open(tmp, "wb") as f:
+                f.write(image)
+            os.replace(tmp, arena.file)
+            st = os.stat(arena.file)
+            summary.files.append(arena.file)
+            summary.elf_bytes += len(image)
+            encoded = arena.path.encode()
+            tid, t0, lay = arena.first[0].tid, arena.first_time, arena.layout
+            events.append((t0, mmap2_record(rec, pid, tid, t0, lay.unwind_at, lay.unwind_end, 0, encoded, st)))
+            events.append((t0, mmap2_record(rec, pid, tid, t0, arena.start, arena.end - arena.start, lay.text,
+                                            encoded, st)))
+            for overlay in arena.overlays:
+                ld = overlay.load
+                events.append((ld.time, mmap2_record(rec, pid, ld.tid, ld.time, ld.addr, ld.size, overlay.offset,
+                                                     encoded, st)))
+            summary.overlays += len(arena.overlays)
+        summary.arenas += len(arenas)
+        summary.records += len(events)
+        events.sort(key=lambda e: e[0])
+        removals[at] = size
+        insertions += events
+        injected.setdefault(pid, marker_time)
+    for at, size, pid, ts in rec.anon_maps:   # as perf inject: a process's anonymous mappings after its jitdump's
+        if pid in injected and ts >= injected[pid]:
+            removals[at] = size
+            summary.dropped += 1
+    replacements: dict[int, tuple[int, bytes]] = {at: (size, b"") for at, size in removals.items()}
+    by_position: dict[int, list[bytes]] = {}
+    for ts, record in sorted(insertions, key=lambda e: e[0]):
+        by_position.setdefault(rec.position_for(ts), []).append(record)
+    for position, records in by_position.items():
+        size, _nothing = replacements.get(position, (0, b""))
+        replacements[position] = (size, b"".join(records))
+    write_recording(rec, out_path, replacements)
+    return summary
+
+
+def add_arguments(p) -> None:
+    p.add_argument("-i", "--input", required=True, help="perf.data recorded with -k 1 from a -X perf_jit process")
+    p.add_argument("-o", "--output", required=True, help="the perf.data to write (perf script/report read it)")
+    p.add_argument("--root", default="/", help="where the recording's paths (/tmp/jit-PID.dump) are found, and "
+                                               "the ELF files written (default /: inside the recording's container)")
+    p.add_argument("--fallback-perf", metavar="PERF", default=None,
+                   help="if this injector cannot handle the input, run `PERF inject -i IN --jit -o OUT` instead")
+
+
+def run(args, log=None) -> int:
+    say = log or (lambda text: print(text, file=sys.stderr))
+    started = time.monotonic()
+    try:
+        summary = inject(args.input, args.output, args.root)
+    except JitInjectError as e:
+        if not args.fallback_perf:
+            say(f"jit-inject: {e}")
+            return 3
+        say(f"jit-inject: {e}; running perf inject --jit instead")
+        return subprocess.call([args.fallback_perf, "inject", "-i", args.input, "--jit", "-o", args.output])
+    for warning in summary.warnings:
+        say(f"jit-inject: warning: {warning}")
+    say(f"jit-inject: {summary.dumps} jitdump(s), {summary.loads} code loads -> {summary.arenas} ELF file(s) "
+        f"({summary.elf_bytes} bytes), {summary.records} mmap records ({summary.overlays} for reused slots), "
+        f"{time.monotonic() - started:.2f} s")
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="jit_inject.py", description=__doc__.split("\n")[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
