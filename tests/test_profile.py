@@ -186,7 +186,8 @@ def test_perf_jit_records_dwarf_and_injects():
     assert record.argv == ["perf", "record", "-F", "9999", "-g", "-k", "1", "--call-graph", "dwarf", "-m", "4096K",
                            "-o", "/out/perf.data", "--", f"{requirements.VENV}/bin/python", "-X", "perf_jit",
                            "/src/s.py", "arg"]
-    assert inject.argv == ["perf", "inject", "-i", "/out/perf.data", "--jit", "-o", "/out/perf.jit.data"]
+    assert inject.argv == [f"{requirements.VENV}/bin/python", "-E", steps.JIT_INJECT, "-i", "/out/perf.data",
+                           "-o", "/out/perf.jit.data", "--fallback-perf", "perf"]
     assert "-i /out/perf.jit.data" in script.display and "-i /out/perf.jit.data" in report.display
 
 
@@ -410,7 +411,8 @@ def assert_written(out: Path, mode: str, printed: list[str]) -> list[tuple[str, 
         assert " -g " in record and "dwarf" not in record and "-X perf " in record
     else:
         assert "--call-graph dwarf" in record and "-X perf_jit " in record
-        assert any(line.startswith("$ perf inject") and "--jit" in line for line in printed)
+        inject = next(line for line in printed if line.startswith("$ ") and f" -E {steps.JIT_INJECT} " in line)
+        assert inject.endswith("-o /out/perf.jit.data --fallback-perf perf")
     assert any("cpython-perf-flamegraph" in line for line in printed)
     assert "$ perf record" in (out / steps.COMMANDS_TEXT).read_text()
     return results.svg_stacks((out / steps.FLAMEGRAPH).read_text())

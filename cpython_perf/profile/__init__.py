@@ -13,7 +13,9 @@ What it does, each command line printed as it runs:
    a usage error naming the valid ones).  Default: `perf` where the cell claims it (every claim of
    `perf` is a build with frame pointers: perf record -g, unwound by the kernel, small perf.data, no
    post-processing), else the cell's only claim, `perf_jit` (release cells: no frame pointers; dwarf
-   unwinding of a copied stack + `perf inject --jit`).  An --image target claims nothing: its
+   unwinding of a copied stack, then the recording injected with the trampolines' symbols and unwind
+   tables: cpython_perf/record/jit_inject.py, perf inject --jit's work in one ELF per trampoline arena).
+   An --image target claims nothing: its
    interpreter is probed (external.PYTHON_PROBE) and a mode it does not offer is refused; the default
    is `perf` where sysconfig's CFLAGS keep frame pointers, else `perf_jit` where offered.
 3. The requirements (--requirements FILE).  The images have no pip, but CPython's bundled ensurepip
@@ -34,14 +36,20 @@ What it does, each command line printed as it runs:
    names are not in the hash: --reinstall makes the image again.
 4. The recording.  One container of that image with the current directory at /src (the working
    directory: `script.py` runs as /src/script.py, its py:: symbols say so), the output directory at
-   /out and its tmp/ at /tmp (perf-PID.map, jit-PID.dump and the jitted-*.so files perf inject
-   writes, kept for `perf report` later), given the least capability perf needs
+   /out and its tmp/ at /tmp (perf-PID.map, jit-PID.dump and the jit-PID-arena-K.so files the
+   injector writes, kept for `perf report` later), record/jit_inject.py at /opt/cpython-perf/
+   (read-only), given the least capability perf needs
    (containers.perf_capability, plus IPC_LOCK).  Then, with the perf of the image and the cell's
    record options (perf_runs.record_options: `-g` for perf; `-k 1 --call-graph dwarf` and a ring
    buffer sized to the memlock limit for perf_jit), at -F 999 by default (-F 9999, the howto's and the
    suite's, for runs under a second):
        perf record ... -o /out/perf.data -- python -X MODE script.py ARGS
-       perf inject -i /out/perf.data --jit -o /out/perf.jit.data          (perf_jit)
+       python -E /opt/cpython-perf/jit_inject.py -i /out/perf.data -o /out/perf.jit.data \
+           --fallback-perf perf                                            (perf_jit)
+   The injector runs with the program's own python (stdlib only).  perf's own `perf inject --jit` writes
+   one ELF per code object and slows down with their number (20,000 functions: about 3 minutes to inject
+   and script): it is what --fallback-perf runs where the injector cannot do the work (a perf that
+   unwinds without libunwind, a compressed recording; the reason is printed).
        perf script -F comm,pid,tid,time,event,ip,sym,dso -i DATA > /out/perf.script.txt
        perf report -i DATA --stdio --no-children ... > /out/perf.report.txt
 5. The flame graph: inferno over perf.script.txt in the tools image (cpython_perf.report.flamegraph) ->
@@ -54,8 +62,8 @@ The package, one module a job:
 
   target        Target: a cell's (cell_target) or an image and its python (external_target); the mode
                 (choose_mode, default_mode)
-  steps         the command lines run in the container, in order (profile_steps: perf record, perf inject
-                --jit for perf_jit, perf script, perf report; record_options), the container's paths and the
+  steps         the command lines run in the container, in order (profile_steps: perf record, the jit
+                injection for perf_jit, perf script, perf report; record_options), the container's paths and the
                 files a run writes, the hand-over of ownership
   requirements  --requirements: the derived image with a venv (ensure_requirements_image), pip with the
                 host's settings (host_pip_settings, pip_passthrough)

@@ -17,12 +17,13 @@ from pathlib import Path
 from .. import subcommands
 from ..errors import DriverError
 from ..matrix import PERF_MODES, Matrix, load_matrix
+from ..record import jit_inject
 from .requirements import VENV, ensure_requirements_image, image_path_variable
 from .results import draw_flamegraph, prepare_out, report_top, summarise
 from .session import Session
-from .steps import (COMMANDS_TEXT, FLAMEGRAPH, JIT_DATA, OUT, PERF_DATA, REPORT_TEXT, RING_BUFFER_PLACEHOLDER,
-                    SCRIPT_TEXT, SRC, TMP, Step, marker_command, ownership_command, profile_steps, program_argv,
-                    record_options, ring_buffer_step)
+from .steps import (COMMANDS_TEXT, FLAMEGRAPH, JIT_DATA, JIT_INJECT, OUT, PERF_DATA, REPORT_TEXT,
+                    RING_BUFFER_PLACEHOLDER, SCRIPT_TEXT, SRC, TMP, Step, marker_command, ownership_command,
+                    profile_steps, program_argv, record_options, ring_buffer_step)
 from .target import MODE_WHY, ProfileFailed, cell_target, choose_mode, external_target, image_id
 
 DEFAULT_OUT = "perf-profile"
@@ -113,7 +114,8 @@ def run(matrix: Matrix, args, program: list[str] | None, log=print, client=None,
                                                   args.reinstall, log, record_lines)
         env = {"VIRTUAL_ENV": VENV}
     out = prepare_out((cwd / Path(args.out).expanduser()).resolve())
-    mounts = {cwd: (SRC, "rw"), out: (OUT, "rw"), out / "tmp": (TMP, "rw")}
+    mounts = {cwd: (SRC, "rw"), out: (OUT, "rw"), out / "tmp": (TMP, "rw"),
+              Path(jit_inject.__file__).resolve(): (JIT_INJECT, "ro")}
     if args.requirements:
         env["PATH"] = f"{VENV}/bin:{image_path_variable(client, image)}"
     failure, program_status, timings = None, None, {}

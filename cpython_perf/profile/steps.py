@@ -5,7 +5,8 @@ the conformance suite records: `-g` for perf; `-k 1 --call-graph dwarf` and a ri
 memlock limit for perf_jit), at -F 999 by default:
 
     perf record ... -o /out/perf.data -- python -X MODE script.py ARGS
-    perf inject -i /out/perf.data --jit -o /out/perf.jit.data          (perf_jit)
+    python -E /opt/cpython-perf/jit_inject.py -i /out/perf.data -o /out/perf.jit.data --fallback-perf perf
+                                                                        (perf_jit: record/jit_inject.py)
     perf script -F comm,pid,tid,time,event,ip,sym,dso -i DATA > /out/perf.script.txt
     perf report -i DATA --stdio --no-children ... > /out/perf.report.txt
 
@@ -26,6 +27,9 @@ from ..record.perf_samples import PERF_SCRIPT_FIELDS
 from .target import Target
 
 SRC, OUT, TMP = "/src", "/out", "/tmp"
+# record/jit_inject.py, mounted read-only: perf inject --jit's work for perf_jit in one ELF per trampoline arena
+# (perf's own writes one file per code object and slows down with their number), run by the program's python
+JIT_INJECT = "/opt/cpython-perf/jit_inject.py"
 # What a run writes into the output directory (removed before a run, so no file is left from an older one)
 PERF_DATA, JIT_DATA = "perf.data", "perf.jit.data"
 SCRIPT_TEXT, REPORT_TEXT, FLAMEGRAPH, COMMANDS_TEXT = "perf.script.txt", "perf.report.txt", "flamegraph.svg", "commands.txt"
@@ -63,7 +67,8 @@ def profile_steps(target: Target, mode: str, python: str, program: list[str], fr
     steps = [Step("record", shlex.join(record), record, stream=True)]
     data = f"{OUT}/{PERF_DATA}"
     if mode == "perf_jit":
-        inject = [perf, "inject", "-i", data, "--jit", "-o", f"{OUT}/{JIT_DATA}"]
+        # -E: a PYTHONPERFSUPPORT or PYTHON_PERF_JIT_SUPPORT of the program's environment is not the injector's
+        inject = [python, "-E", JIT_INJECT, "-i", data, "-o", f"{OUT}/{JIT_DATA}", "--fallback-perf", perf]
         steps.append(Step("inject", shlex.join(inject), inject))
         data = f"{OUT}/{JIT_DATA}"
     script = f"{shlex.join([perf, 'script', '-F', PERF_SCRIPT_FIELDS, '-i', data])} > {OUT}/{SCRIPT_TEXT}"

@@ -17,7 +17,8 @@ from ..errors import DriverError
 from ..matrix import PERF_MODES, Matrix
 
 MODE_WHY = {"perf": "frame pointers: perf record -g, unwound by the kernel",
-            "perf_jit": "no frame pointers needed: dwarf unwinding of a copied stack, then perf inject --jit"}
+            "perf_jit": "no frame pointers needed: dwarf unwinding of a copied stack, then the jit injection "
+                        "(one ELF per trampoline arena)"}
 
 
 class ProfileFailed(DriverError):

@@ -884,20 +884,38 @@ def add_arguments(p) -> None:
     p.add_argument("--root", default="/", help="where the recording's paths (/tmp/jit-PID.dump) are found, and "
                                                "the ELF files written (default /: inside the recording's container)")
     p.add_argument("--fallback-perf", metavar="PERF", default=None,
-                   help="if this injector cannot handle the input, run `PERF inject -i IN --jit -o OUT` instead")
+                   help="if this injector cannot handle the input, or PERF unwinds without libunwind, run "
+                        "`PERF inject -i IN --jit -o OUT` instead")
+
+
+def unwinds_with_libunwind(perf: str) -> bool:
+    """Whether this perf unwinds dwarf call graphs with libunwind (`perf version --build-options`), which reads
+    the unwind tables through the process's maps as this injector lays them out.  A perf built without it
+    unwinds with libdw, which reads them relative to each map: the per-arena layout is not made for that."""
+    try:
+        said = subprocess.run([perf, "version", "--build-options"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return any(line.split(":")[0].strip() == "libunwind" and "[ on" in line for line in said.stdout.splitlines())
 
 
 def run(args, log=None) -> int:
     say = log or (lambda text: print(text, file=sys.stderr))
     started = time.monotonic()
+
+    def perf_inject(why: str) -> int:
+        say(f"jit-inject: {why}; running perf inject --jit instead")
+        return subprocess.call([args.fallback_perf, "inject", "-i", args.input, "--jit", "-o", args.output])
+
+    if args.fallback_perf and not unwinds_with_libunwind(args.fallback_perf):
+        return perf_inject(f"{args.fallback_perf} does not unwind with libunwind (perf version --build-options)")
     try:
         summary = inject(args.input, args.output, args.root)
     except JitInjectError as e:
         if not args.fallback_perf:
             say(f"jit-inject: {e}")
             return 3
-        say(f"jit-inject: {e}; running perf inject --jit instead")
-        return subprocess.call([args.fallback_perf, "inject", "-i", args.input, "--jit", "-o", args.output])
+        return perf_inject(str(e))
     for warning in summary.warnings:
         say(f"jit-inject: warning: {warning}")
     say(f"jit-inject: {summary.dumps} jitdump(s), {summary.loads} code loads -> {summary.arenas} ELF file(s) "

@@ -360,7 +360,8 @@ def test_unsupported_recordings_say_why(tmp_path):
 def test_fallback_runs_perf_inject(tmp_path):
     src, dst = recording(tmp_path, clockid=0)
     fake = tmp_path / "perf"
-    fake.write_text(f"#!/bin/sh\necho \"$@\" > {tmp_path}/argv\n")
+    fake.write_text(f"#!/bin/sh\nif [ \"$1\" = version ]; then echo '  libunwind: [ on  ]  # HAVE_LIBUNWIND_SUPPORT'; "
+                    f"exit 0; fi\necho \"$@\" > {tmp_path}/argv\n")
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     said = []
     args = ji.argparse.Namespace(input=str(src), output=str(dst), root=str(tmp_path), fallback_perf=None)
@@ -368,6 +369,20 @@ def test_fallback_runs_perf_inject(tmp_path):
     args.fallback_perf = str(fake)
     assert ji.run(args, said.append) == 0
     assert (tmp_path / "argv").read_text().split() == ["inject", "-i", str(src), "--jit", "-o", str(dst)]
+
+
+def test_a_perf_that_unwinds_without_libunwind_gets_perf_inject(tmp_path):
+    """perf built without libunwind unwinds with libdw, which reads unwind tables per map: not this layout."""
+    src, dst = recording(tmp_path)
+    fake = tmp_path / "perf"
+    fake.write_text(f"#!/bin/sh\nif [ \"$1\" = version ]; then echo '  libunwind: [ OFF ]  # HAVE_LIBUNWIND_SUPPORT'; "
+                    f"exit 0; fi\necho \"$@\" > {tmp_path}/argv\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    said = []
+    args = ji.argparse.Namespace(input=str(src), output=str(dst), root=str(tmp_path), fallback_perf=str(fake))
+    assert ji.run(args, said.append) == 0 and "does not unwind with libunwind" in said[-1]
+    assert (tmp_path / "argv").read_text().split() == ["inject", "-i", str(src), "--jit", "-o", str(dst)]
+    assert not ji.unwinds_with_libunwind(str(tmp_path / "no-such-perf"))
 
 
 def test_runs_standalone_with_the_stdlib_only(tmp_path):
