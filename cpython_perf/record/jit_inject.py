@@ -158,7 +158,8 @@ class Jitdump:
     loads: list[CodeLoad]
 
 
-def _uleb(data: bytes, p: int) -> tuple[int, int]:
+def _leb128(data: bytes, p: int, signed: bool = False) -> tuple[int, int]:
+    """The LEB128 number at data[p] and the position after it."""
     value = shift = 0
     while True:
         byte = data[p]
@@ -166,20 +167,17 @@ def _uleb(data: bytes, p: int) -> tuple[int, int]:
         value |= (byte & 0x7F) << shift
         shift += 7
         if byte < 0x80:
+            if signed and byte & 0x40:
+                value -= 1 << shift
             return value, p
+
+
+def _uleb(data: bytes, p: int) -> tuple[int, int]:
+    return _leb128(data, p)
 
 
 def _sleb(data: bytes, p: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[p]
-        p += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if byte < 0x80:
-            if byte & 0x40:
-                value -= 1 << shift
-            return value, p
+    return _leb128(data, p, signed=True)
 
 
 def _uleb_bytes(value: int) -> bytes:
