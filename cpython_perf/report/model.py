@@ -57,6 +57,8 @@ def expected_skip(fact: str, cell: Cell, matrix: Matrix, job: dict | None = None
         return cell.build_only
     if kind == "backends":          # the interpreter offers no perf backend
         return not cell.backends
+    if kind == "backend":           # the interpreter does not offer this one
+        return bool(value) and value not in cell.backends
     if kind == "cflag":             # a flag the cell is not built with
         return bool(value) and value not in cell.cflags.split() and not any(
             f.startswith(value + "=") for f in cell.cflags.split())

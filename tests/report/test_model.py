@@ -86,6 +86,8 @@ def test_a_smoke_cell_whose_only_skips_are_expected_passes(tmp_path):
     ("vanilla", "3.13-fp", False),
     ("vanilla", "3.13-fp-vanilla", True),
     ("foreign", "3.13-fp", False),
+    ("backend:perf_jit", "3.12-fp", True),         # 3.12 writes no jitdump
+    ("backend:perf_jit", "3.13-fp", False),        # 3.13 offers it (its release cells claim it)
     ("nonsense", "3.13-fp", False),                # an unknown fact is never expected
 ])
 def test_expected_skips_are_checked_against_the_matrix(fact, cell, expected):
