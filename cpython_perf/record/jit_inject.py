@@ -894,7 +894,12 @@ def unwinds_with_libunwind(perf: str) -> bool:
         said = subprocess.run([perf, "version", "--build-options"], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError):
         return False
-    return any(line.split(":")[0].strip() == "libunwind" and "[ on" in line for line in said.stdout.splitlines())
+    return unwinds_with_libunwind_text(said.stdout)
+
+
+def unwinds_with_libunwind_text(build_options: str) -> bool:
+    """unwinds_with_libunwind from the text of `perf version --build-options`."""
+    return any(line.split(":")[0].strip() == "libunwind" and "[ on" in line for line in build_options.splitlines())
 
 
 def run(args, log=None) -> int:

@@ -20,8 +20,10 @@ command:
    DIR/tmp/jit-<host pid>.dump as they grow, and the files they map executable (the interpreter, its
    libraries) under DIR/root/ (container_files.Keeper: /proc is polled every 10 ms, so a worker that
    lives a second is kept too);
-3. perf_jit: renames the recording's mmap of each jitdump to jit-<host pid>.dump (perf_data) and runs
-   `perf inject --jit` with DIR/tmp as /tmp (the jitted-*.so files land there) -> DIR/perf.jit.data;
+3. perf_jit: renames the recording's mmap of each jitdump to jit-<host pid>.dump (perf_data) and injects
+   the trampolines' symbols and unwind tables, one ELF per arena in DIR/tmp (jit_inject, as `profile`
+   does; `perf inject --jit` with DIR/tmp as /tmp where the reading perf unwinds without libunwind)
+   -> DIR/perf.jit.data;
 4. writes `perf script` of it to DIR/perf.script.txt, with DIR/tmp as /tmp and `--symfs DIR/root`, in a pid
    namespace of its own: perf then reads the kept files whether the processes still live or not.
 
@@ -48,7 +50,7 @@ from pathlib import Path
 
 from ..errors import DriverError, RuntimeFailure
 from ..matrix import PERF_MODES
-from . import procfs
+from . import jit_inject, procfs
 from .container_files import DUMP_NAME, Keeper, dump_name, map_name
 from .perf_data import PerfDataError, rename_jitdumps
 from .perf_runs import DWARF_MMAP_FUNCTION
@@ -59,7 +61,7 @@ DEFAULT_FREQUENCY = 999
 PERF_DATA, JIT_DATA, SCRIPT_TEXT, COMMANDS = "perf.data", "perf.jit.data", "perf.script.txt", "commands.txt"
 OUT_IN_CONTAINER = "/out"
 # Where the files the processes map executable are kept (perf script --symfs): DIR/root/<their path>, and
-# DIR/root/tmp links to DIR/tmp so that the jitted-*.so files perf inject writes there are found too.
+# DIR/root/tmp links to DIR/tmp so that the ELF files of the jit injection, written there, are found too.
 OBJECTS = "root"
 MIN_JIT_PERF = (6, 8)   # perf inject --jit reads CPython's jitdumps from perf 6.8 on
 PERF_RECORD_CAPABILITIES = ("SYS_PTRACE",)   # beside the perf capability: attach to another container's processes
@@ -466,10 +468,7 @@ def run(matrix, args, log=print, client=None, started: threading.Event | None = 
             raise RecordFailed(str(exc)) from None
         os.replace(out / (PERF_DATA + ".renamed"), out / PERF_DATA)
         log(f"renamed {count} jitdump mmaps of perf.data to jit-<host pid>.dump")
-        code, said = runner.read(["perf", "inject", "-i", _path(PERF_DATA, image is None, out), "--jit",
-                                  "-o", _path(JIT_DATA, image is None, out)])
-        if code != 0:
-            raise RecordFailed(f"perf inject --jit failed (exit {code}): {said.strip()[-600:]}")
+        inject_jit(runner, out, image is None, log)
         read_data = JIT_DATA
     code, said = runner.read(["perf", "script", "--symfs", _path(OBJECTS, image is None, out),
                               "-F", PERF_SCRIPT_FIELDS, "-i", _path(read_data, image is None, out)], SCRIPT_TEXT)
@@ -490,6 +489,34 @@ def run(matrix, args, log=print, client=None, started: threading.Event | None = 
     log(f"wrote {out}/: {read_data}, {SCRIPT_TEXT}, tmp/ (the maps and dumps), {OBJECTS}/ (the mapped files). "
         "Read it again: " + shlex.join(again))
     return 0
+
+
+def inject_jit(runner: PerfRunner, out: Path, host: bool, log=print) -> None:
+    """DIR/perf.jit.data from DIR/perf.data: the trampolines' symbols and unwind tables in one ELF per arena
+    (jit_inject, run here over DIR/root, whose tmp/ is DIR/tmp: the dumps, and the ELF files beside them,
+    where the reading perf's --symfs finds them), or perf inject --jit where the reading perf unwinds without
+    libunwind or the injector cannot read the recording; each says why."""
+    _, options = runner.read(["perf", "version", "--build-options"])
+    why = None
+    if not jit_inject.unwinds_with_libunwind_text(options):
+        why = "the reading perf unwinds without libunwind (perf version --build-options)"
+    else:
+        started = time.monotonic()
+        try:
+            summary = jit_inject.inject(str(out / PERF_DATA), str(out / JIT_DATA), root=str(out / OBJECTS))
+        except jit_inject.JitInjectError as exc:
+            why = str(exc)
+        else:
+            log(f"injected {summary.loads} code loads of {summary.dumps} jitdumps into {summary.arenas} ELF files "
+                f"(record/jit_inject.py) in {time.monotonic() - started:.1f} s")
+            for warning in summary.warnings:
+                log(f"note: {warning}")
+            return
+    log(f"note: {why}: perf inject --jit instead")
+    code, said = runner.read(["perf", "inject", "-i", _path(PERF_DATA, host, out), "--jit",
+                              "-o", _path(JIT_DATA, host, out)])
+    if code != 0:
+        raise RecordFailed(f"perf inject --jit failed (exit {code}): {said.strip()[-600:]}")
 
 
 def _give_back(out: Path) -> None:
