@@ -181,6 +181,8 @@ BENCH_GROUPS = {
     "bench-instructions": ("instructions", "the project's own workloads as cachegrind instruction counts"),
     "bench-fidelity": ("fidelity", "attribution fidelity (perf, samply, py-spy), perf's cost, map growth"),
     "bench-build": ("build", "cold image build, no-change rebuild, the same build on the host"),
+    "bench-jit-pipeline": ("jit-pipeline", "-X perf_jit's record, perf inject --jit or jit-inject, and perf script "
+                                           "against N code objects"),
     "bench-summary": ("summary", "rewrite BENCHMARKS.md from the results files"),
 }
 

@@ -14,6 +14,7 @@
   wallclock     the project's own workloads, wall clock
   fidelity      attribution fidelity (perf, samply, py-spy), perf's own cost, map growth
   build_cost    cold / no-change / host builds
+  jit_pipeline  -X perf_jit recorded, injected (perf inject --jit or jit-inject) and read, against N code objects
   summary       BENCHMARKS.md (the cost per cell, the summary table, an index) and each results file's page
   command       `python -m cpython_perf bench GROUP ...` (and __main__: `python -m cpython_perf.bench [GROUP]`)
 

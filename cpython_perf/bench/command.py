@@ -2,7 +2,8 @@
 results/bench/<group>-<UTC time>.json and refresh BENCHMARKS.md (cpython_perf.bench.summary).
 
 GROUP: suite (the standard suite), wallclock (the project's own workloads, timed), instructions (the same
-workloads, counted), fidelity, build; `summary` only rewrites BENCHMARKS.md from the latest results file of
+workloads, counted), fidelity, build, jit-pipeline (perf_jit's record, inject and script against N code
+objects); `summary` only rewrites BENCHMARKS.md from the latest results file of
 every group.  `python -m cpython_perf.bench [GROUP] ...` runs the same, wallclock where no group is named.
 """
 
@@ -14,11 +15,11 @@ from pathlib import Path
 
 from ..matrix import load_matrix
 from ..subcommands import Command, log, main_of
-from . import build_cost, fidelity, instructions, suite, summary, wallclock
+from . import build_cost, fidelity, instructions, jit_pipeline, suite, summary, wallclock
 from .common import RESULTS_DIR, SUMMARY, write_results
 
 GROUPS = {"wallclock": wallclock, "suite": suite, "instructions": instructions, "fidelity": fidelity,
-          "build": build_cost}
+          "build": build_cost, "jit-pipeline": jit_pipeline}
 DEFAULT_GROUP = "wallclock"   # of `python -m cpython_perf.bench` without a group
 SUMMARY_DESCRIPTION = "Rewrite BENCHMARKS.md and the page of each results file (results/bench/<group>-<UTC time>.md)."
 
@@ -63,7 +64,8 @@ def _run_command(args) -> None:
     print(f"wrote {path}" + (f"; {SUMMARY.name} refreshed" if refreshed else f" ({SUMMARY.name} left alone)"))
 
 
-COMMAND = Command("bench", "the benchmarks: run one group (suite, wallclock, instructions, fidelity, build) or "
+COMMAND = Command("bench", "the benchmarks: run one group (suite, wallclock, instructions, fidelity, build, "
+                           "jit-pipeline) or "
                            "rewrite BENCHMARKS.md (summary) (cpython_perf/bench/)", add_arguments, _run_command,
                   description="Run one benchmark group, write its results/bench/<group>-<UTC time>.json and "
                               "refresh BENCHMARKS.md; or (summary) only rewrite BENCHMARKS.md.")

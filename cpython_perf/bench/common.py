@@ -2,7 +2,7 @@
 statistics (median, ratios, geometric mean), the project's own workloads (benchmarks/workloads.py), targets
 and verdicts, results files (results/bench/<group>-<UTC time>.json) and the machine's description.
 
-The groups (wallclock, instructions, suite, fidelity, build_cost) import this module; summary writes
+The groups (wallclock, instructions, suite, fidelity, build_cost, jit_pipeline) import this module; summary writes
 BENCHMARKS.md from their results; command is the command line (`python -m cpython_perf bench`).
 """
 
