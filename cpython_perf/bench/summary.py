@@ -288,7 +288,10 @@ def cost_table(directory: Path) -> list[str]:
              "run. **calls**: the project's `calls` workload (nothing but Python-to-Python calls, the trampoline's "
              "worst case), the same ratio, newest instruction-count run; CPython as released beside it for native "
              "versions. Targets: " + "; ".join(f"{v}: geometric mean <= {g}, no benchmark above {w}x"
-                                              for v, (g, w) in MODE_COST_LIMITS.items()) + ".", "",
+                                              for v, (g, w) in MODE_COST_LIMITS.items()) + ". What one Python "
+             "frame entered through its trampoline costs, part by part, and the least these ratios can be while every "
+             "Python frame keeps a trampoline frame of its own: [docs/trampoline-floor.md](docs/trampoline-floor.md).",
+             "",
              "| cell | mode | upstream | before | now | calls (upstream / now) | target |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for row in rows:
