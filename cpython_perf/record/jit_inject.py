@@ -70,6 +70,7 @@ import re
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 
@@ -838,10 +839,7 @@ def inject(in_path: str, out_path: str, root: str = "/") -> Summary:
             arena.file = _under(root, arena.path)
             image, warnings = elf_image(arena, dump.elf_mach)
             summary.warnings += warnings
-            tmp = arena.file + ".tmp"
-            with open(tmp, "wb") as f:
-                f.write(image)
-            os.replace(tmp, arena.file)
+            write_new_file(arena.file, image)
             st = os.stat(arena.file)
             summary.files.append(arena.file)
             summary.elf_bytes += len(image)
@@ -874,6 +872,24 @@ def inject(in_path: str, out_path: str, root: str = "/") -> Summary:
         replacements[position] = (size, b"".join(records))
     write_recording(rec, out_path, replacements)
     return summary
+
+
+def write_new_file(path: str, data: bytes) -> None:
+    """path with data, made as a new file of its own: a file of a random name made with O_EXCL beside it (never
+    a name someone else made, in a shared /tmp), then renamed over path (a symlink there is replaced, not
+    followed)."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".jit-inject-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o644)   # readable by whoever reads the recording, as perf inject's files are
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def add_arguments(p) -> None:

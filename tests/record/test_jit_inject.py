@@ -281,6 +281,22 @@ def test_one_elf_per_arena_and_a_record_for_each_reuse(tmp_path):
     assert sum(1 for kind, _r in records if kind == 9) == 7                   # every sample kept
 
 
+def test_a_symlink_in_the_way_is_replaced_not_followed(tmp_path):
+    """In a shared /tmp another user may have made the ELF's name (or a temporary one) a symlink to a file of
+    root's: the injector replaces the link and leaves the file alone, and leaves no temporary file."""
+    src, dst = recording(tmp_path)
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"keep")
+    for name in (f"jit-{PID}-arena-0.so", f"jit-{PID}-arena-0.so.tmp"):
+        (tmp_path / "tmp" / name).symlink_to(victim)
+    ji.inject(str(src), str(dst), root=str(tmp_path))
+    assert victim.read_bytes() == b"keep"
+    arena = tmp_path / "tmp" / f"jit-{PID}-arena-0.so"
+    assert not arena.is_symlink() and arena.read_bytes()[:4] == b"\x7fELF"
+    assert oct(arena.stat().st_mode & 0o777) == "0o644"
+    assert not [p for p in (tmp_path / "tmp").iterdir() if p.name.startswith(".jit-inject-")]
+
+
 def test_each_address_is_named_after_the_load_before_the_time(tmp_path):
     src, dst = recording(tmp_path)
     ji.inject(str(src), str(dst), root=str(tmp_path))
