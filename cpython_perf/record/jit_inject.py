@@ -799,7 +799,14 @@ class Summary:
 
 
 def _under(root: str, path: str) -> str:
-    return os.path.join(root, path.lstrip("/")) if root not in ("", "/") else path
+    """path of the recording as found under root; a path that leads out of root (`..`) is refused."""
+    if root in ("", "/"):
+        return path
+    top = os.path.normpath(root)
+    found = os.path.normpath(os.path.join(top, path.lstrip("/")))
+    if not found.startswith(top + os.sep):
+        raise JitInjectError(f"the recording names {path}, which leads out of {root}")
+    return found
 
 
 def inject(in_path: str, out_path: str, root: str = "/") -> Summary:

@@ -297,6 +297,13 @@ def test_a_symlink_in_the_way_is_replaced_not_followed(tmp_path):
     assert not [p for p in (tmp_path / "tmp").iterdir() if p.name.startswith(".jit-inject-")]
 
 
+def test_a_path_leading_out_of_the_root_is_refused(tmp_path):
+    assert ji._under(str(tmp_path), "/tmp/jit-1.dump") == str(tmp_path / "tmp" / "jit-1.dump")
+    with pytest.raises(ji.JitInjectError, match="leads out of"):
+        ji._under(str(tmp_path), "/tmp/../../etc/jit-1.dump")
+    assert ji._under("/", "/tmp/jit-1.dump") == "/tmp/jit-1.dump"
+
+
 def test_each_address_is_named_after_the_load_before_the_time(tmp_path):
     src, dst = recording(tmp_path)
     ji.inject(str(src), str(dst), root=str(tmp_path))
