@@ -19,23 +19,32 @@ R = [  # (part, [(lo, hi)]) in _PyEval_EvalFrameDefault / _PyPerf_EvalPushedFram
  ("_PyPerf_EvalPushedFrame: lookup, co_extra[index] and fast key", [(0x2f30d2, 0x2f3102)]),
  ("_PyPerf_EvalPushedFrame: tail call to the trampoline (load, evaluator, throwflag, jmp)", [(0x2f3130, 0x2f313c)]),
 ]
-parts = OrderedDict((name, 0.0) for name, _ in R)
-other = 0.0
-lines = open(sys.argv[1]).read().splitlines()
-for line in lines[:-1]:
-    f = line.split()
-    addr, x = int(f[1], 16), float(f[2])
-    for name, ranges in R:
-        if any(lo <= addr <= hi for lo, hi in ranges):
-            parts[name] += x; break
-    else:
-        other += x
-tot = ast.literal_eval(lines[-1])
-tramp = sum(v for k, v in tot.items() if k.startswith("0x"))
-parts["trampoline (JIT-written: push %rbp, mov %rsp,%rbp, call *%rcx, pop %rbp, ret)"] = tramp
-parts["other (eval loop, not classified)"] = other
-rest = sum(v for k, v in tot.items() if not k.startswith("0x") and k not in ("_PyEval_EvalFrameDefault", "_PyPerf_EvalPushedFrame"))
-parts["other functions"] = rest
-for k, v in parts.items():
-    print(f"{v:7.2f}  {k}")
-print(f"{sum(parts.values()):7.2f}  TOTAL")
+
+
+def classify(ranges, path):
+    """The listing at path summed into the parts of ranges: (parts, instructions outside them, the per-function
+    totals of its last line)."""
+    parts = OrderedDict((name, 0.0) for name, _ in ranges)
+    other = 0.0
+    lines = open(path).read().splitlines()
+    for line in lines[:-1]:
+        f = line.split()
+        addr, x = int(f[1], 16), float(f[2])
+        for name, spans in ranges:
+            if any(lo <= addr <= hi for lo, hi in spans):
+                parts[name] += x; break
+        else:
+            other += x
+    return parts, other, ast.literal_eval(lines[-1])
+
+
+if __name__ == "__main__":
+    parts, other, tot = classify(R, sys.argv[1])
+    tramp = sum(v for k, v in tot.items() if k.startswith("0x"))
+    parts["trampoline (JIT-written: push %rbp, mov %rsp,%rbp, call *%rcx, pop %rbp, ret)"] = tramp
+    parts["other (eval loop, not classified)"] = other
+    rest = sum(v for k, v in tot.items() if not k.startswith("0x") and k not in ("_PyEval_EvalFrameDefault", "_PyPerf_EvalPushedFrame"))
+    parts["other functions"] = rest
+    for k, v in parts.items():
+        print(f"{v:7.2f}  {k}")
+    print(f"{sum(parts.values()):7.2f}  TOTAL")

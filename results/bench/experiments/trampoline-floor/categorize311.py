@@ -1,8 +1,9 @@
 """categorize311.py INSTR_LISTING: sum an instrdiff.py listing of the 3.11-fp image binary (hook
 py_trampoline_evaluator) into the parts of one frame entered.  Address ranges are those of cpython-perf:3.11-fp
 (f244b7bbfed5) /opt/cpython/bin/python3.11."""
-import sys, ast
-from collections import OrderedDict
+import sys
+
+from categorize import classify
 R = [  # (part, [(lo, hi)]), inclusive
  ("instruction: _PyPerf_EvalLoopMayPushFrame, evaluator == _PyPerf_TrampolineEvalFrame (ceval.c:4880)", [(0x26ffd2, 0x26ffdf)]),
  ("enter_frame_through_hook: co_flags test, generator/coroutine creation stays inline (ceval.c:5890)", [(0x26ed4e, 0x26ed58)]),
@@ -21,18 +22,7 @@ R = [  # (part, [(lo, hi)]), inclusive
  ("evaluator: published-generation check (backend switching)", [(0x2e51c4, 0x2e51db)]),
  ("evaluator: tail call (load trampoline, lea _PyEval_EvalFrameDefault, jmp)", [(0x2e51dd, 0x2e51e7)]),
 ]
-parts = OrderedDict((name, 0.0) for name, _ in R)
-other = 0.0
-lines = open(sys.argv[1]).read().splitlines()
-for line in lines[:-1]:
-    f = line.split()
-    addr, x = int(f[1], 16), float(f[2])
-    for name, ranges in R:
-        if any(lo <= addr <= hi for lo, hi in ranges):
-            parts[name] += x; break
-    else:
-        other += x
-tot = ast.literal_eval(lines[-1])
+parts, other, tot = classify(R, sys.argv[1])
 parts["trampoline (push %rbp, mov %rsp,%rbp, call *%rcx, pop %rbp, ret)"] = sum(v for k, v in tot.items() if k.startswith("0x"))
 parts["other (eval loop, not classified)"] = other
 for k, v in tot.items():
