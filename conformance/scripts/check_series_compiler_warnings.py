@@ -9,6 +9,10 @@ perf_trampoline) is compiled again with the interpreter's core flags (PY_CORE_CF
 -Wextra and the rest, as the build used them) followed by -O2 -D_FORTIFY_SOURCE=2 -Wall.  Must
 hold: no warning located in those files or in the headers of Include/.  CPython 3.13.5 as released compiles them without one.
 
+A PGO build's profile flags (-fprofile-use and its kin) are left out: the profile belongs to the build's
+own objects (its .gcda files are found by the object's name), so a compile to another output only warns
+that it is missing (-Wmissing-profile), which says nothing of the source.
+
 Exit 2 (cannot check) where the build tree or a compiler is not there (an installed package, a
 stock image), and in a sanitizer build: under -fsanitize=address GCC's middle-end warnings
 (-Wstringop-overflow) fire in CPython's own headers too, and no distribution builds so.
@@ -26,6 +30,7 @@ from childcheck import finish, sanitizer_build
 CANNOT_CHECK = 2
 DISTRIBUTION_FLAGS = ["-O2", "-D_FORTIFY_SOURCE=2", "-Wall"]
 TRAMPOLINE_CODE = re.compile(r"_PyPerf_|PerfMap|perf_map|perf_trampoline")
+PROFILE_FLAG = re.compile(r"^-fprofile-(use|correction|generate|update|dir|partial-training|instr-)")
 WARNING = re.compile(r"^(?P<file>[^:\s]+\.[ch]):(?P<line>\d+):(?:\d+:)? warning: (?P<text>.*)$")
 
 
@@ -55,7 +60,8 @@ def main():
     if shutil.which(compiler[0]) is None:
         print(f"cannot check: no compiler {compiler[0]} here")
         return CANNOT_CHECK
-    core_flags = shlex.split(sysconfig.get_config_var("PY_CORE_CFLAGS") or "")
+    core_flags = [flag for flag in shlex.split(sysconfig.get_config_var("PY_CORE_CFLAGS") or "")
+                  if not PROFILE_FLAG.match(flag)]
     files = trampoline_files(tree)
     problems = []
     for path in files:
