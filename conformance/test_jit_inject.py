@@ -53,7 +53,8 @@ def test_jit_inject_names_every_frame_as_perf_inject_does(cell, runner_for, reco
     theirs = parse_perf_script((runner.src / "perf-inject.txt").read_text(errors="replace"))
     ours = parse_perf_script((runner.src / "jit-inject.txt").read_text(errors="replace"))
     record_property("samples", len(ours))
-    record_property("arena_files", len(list(runner.tmp.glob("jit-*-arena-*.so"))))
+    arena_files = len(list(runner.tmp.glob("jit-*-arena-*.so")))
+    record_property("arena_files", arena_files)
     record_property("perf_inject_files", len(list(runner.tmp.glob("jitted-*.so"))))
     assert "out of order" not in (runner.src / "jit-inject.err").read_text()
     assert [(s.tid, s.time) for s in ours] == [(s.tid, s.time) for s in theirs], "not the same samples"
@@ -65,3 +66,4 @@ def test_jit_inject_names_every_frame_as_perf_inject_does(cell, runner_for, reco
     assert any(any(f.startswith("py::g_") for f in c) for c in chains), "no sample in the functions made later"
     deep = [c for c in chains if c and c[0] == "py::spin:/src/many_functions.py"]
     assert deep and all(c[-1] == "py::<module>:/src/many_functions.py" for c in deep)
+    assert arena_files < 10, f"{arena_files} ELF files: not one per trampoline arena"

@@ -440,6 +440,23 @@ def _pad(blob: bytearray, to: int) -> None:
     blob += b"\0" * (_align(len(blob), to) - len(blob))
 
 
+def _entry(body: bytes) -> bytes:
+    """An .eh_frame entry: its length, then body padded so that the entry ends 8-aligned."""
+    padded = body + b"\0" * (_align(4 + len(body), 8) - 4 - len(body))
+    return struct.pack("<I", len(padded)) + padded
+
+
+def cie_entry(c: Cie) -> bytes:
+    """c as a version 1 CIE, augmentation zR, its FDEs' pointers pc-relative sdata4."""
+    return _entry(struct.pack("<IB", 0, 1) + b"zR\0" + _uleb_bytes(c.code_align) + _sleb_bytes(c.data_align)
+                  + bytes([c.return_register]) + b"\x01\x1b" + c.instructions)
+
+
+def fde_entry(cie_pointer: int, pc_begin: int, pc_range: int, instructions: bytes) -> bytes:
+    """An FDE: its CIE pointer, pc_begin and pc_range as sdata4, no augmentation data, its instructions."""
+    return _entry(struct.pack("<Iii", cie_pointer, pc_begin, pc_range) + b"\0" + instructions)
+
+
 def eh_frame_and_hdr(arena: Arena, eh_frame_at: int, runtime_of_file: int) -> tuple[bytes, bytes, list[str]]:
     """.eh_frame (its CIEs, one FDE per slot, pc-relative to where they are mapped: file offset +
     runtime_of_file) and .eh_frame_hdr (its search table) of an arena, .eh_frame at file offset eh_frame_at and
@@ -453,17 +470,10 @@ def eh_frame_and_hdr(arena: Arena, eh_frame_at: int, runtime_of_file: int) -> tu
         where = cie_at.get(load.cie)
         if where is None:
             where = cie_at[load.cie] = len(out)
-            c = load.cie
-            body = bytearray(struct.pack("<IB", 0, 1) + b"zR\0" + _uleb_bytes(c.code_align)
-                             + _sleb_bytes(c.data_align) + bytes([c.return_register]) + b"\x01\x1b" + c.instructions)
-            body += b"\0" * (_align(4 + len(body), 8) - 4 - len(body))
-            out += struct.pack("<I", len(body)) + body
+            out += cie_entry(load.cie)
         fde = len(out)
         field_runtime = runtime_of_file + eh_frame_at + fde + 8      # where pc_begin is mapped
-        body = bytearray(struct.pack("<Iii", fde + 4 - where, load.addr - field_runtime, load.size) + b"\0"
-                         + load.fde_instructions)
-        body += b"\0" * (_align(4 + len(body), 8) - 4 - len(body))
-        out += struct.pack("<I", len(body)) + body
+        out += fde_entry(fde + 4 - where, load.addr - field_runtime, load.size, load.fde_instructions)
         entries.append((load.addr, fde))
     out += b"\0\0\0\0"                      # the terminator
     hdr_at = eh_frame_at + len(out)
@@ -484,14 +494,16 @@ def plan_layout(arena: Arena) -> Layout:
     """File offsets of an arena's ELF before its unwind tables are placed (their size is known from the slots)."""
     lay = Layout()
     lay.eh_frame = _align(ELF_HEADER.size + PROGRAM_HEADER.size, 8)
-    n = sum(1 for ld in arena.first if ld.cie is not None)
-    cies = {ld.cie for ld in arena.first if ld.cie is not None}
-    size = 0
-    for c in cies:
-        size += _align(4 + 4 + 1 + 3 + len(_uleb_bytes(c.code_align)) + len(_sleb_bytes(c.data_align)) + 1 + 2
-                       + len(c.instructions), 8)
-    size += sum(_align(4 + 4 + 8 + 1 + len(ld.fde_instructions), 8) for ld in arena.first if ld.cie is not None)
-    size += 4
+    unwound = [ld for ld in arena.first if ld.cie is not None]
+    n = len(unwound)
+    # the sizes of what eh_frame_and_hdr writes: its entries' sizes do not depend on where they are mapped
+    size = sum(len(cie_entry(c)) for c in {ld.cie for ld in unwound})
+    fde_sizes: dict[bytes, int] = {}
+    for ld in unwound:
+        if ld.fde_instructions not in fde_sizes:
+            fde_sizes[ld.fde_instructions] = len(fde_entry(0, 0, 0, ld.fde_instructions))
+        size += fde_sizes[ld.fde_instructions]
+    size += 4                               # the terminator
     lay.eh_frame_hdr = lay.eh_frame + size
     lay.unwind_end = lay.eh_frame_hdr + 12 + 8 * n
     lay.reuse = _align(lay.unwind_end, CODE_ALIGN)
@@ -681,8 +693,7 @@ def read_recording(path: str, chunk: int = 64 << 20) -> Recording:
         # to the latest time seen before the previous one.  rounds: (offset, that time) of each.
         rounds: list[tuple[int, int]] = []
         latest = flushed = 0
-        sample_time_at = (8 + 8 * sum(1 for bit in (SAMPLE_IDENTIFIER, SAMPLE_IP, SAMPLE_TID) if sample_type & bit)
-                          if sample_type & SAMPLE_TIME else None)
+        sample_time_at = 8 + 8 * sum(1 for bit in (SAMPLE_IDENTIFIER, SAMPLE_IP, SAMPLE_TID) if sample_type & bit)
         markers = []
         exec_maps: dict[int, list[tuple[int, int]]] = {}
         all_maps: list[tuple[int, int]] = []
@@ -703,8 +714,7 @@ def read_recording(path: str, chunk: int = 64 << 20) -> Recording:
                 buf, buf_at = f.read(max(size, min(chunk, end - at))), at
             if kind < USER_RECORDS:     # the kernel's records carry their time (samples in their body)
                 if kind == RECORD_SAMPLE:
-                    if sample_time_at is not None:
-                        latest = max(latest, struct.unpack_from("<Q", buf, at - buf_at + sample_time_at)[0])
+                    latest = max(latest, struct.unpack_from("<Q", buf, at - buf_at + sample_time_at)[0])
                 else:
                     latest = max(latest, struct.unpack_from("<Q", buf, at - buf_at + size - time_from_end)[0])
             elif kind == RECORD_FINISHED_ROUND:

@@ -6,7 +6,7 @@ and the dump, with samples and FINISHED_ROUND records.  The checks model what pe
 which map covers an address at a time (later mmaps replace the overlapped part of earlier ones), the symbol at
 the file offset it maps to, the unwind tables as perf's libunwind finds them (the ELF's load address is the
 least start - pgoff of its maps, .eh_frame_hdr and the FDEs read through maps), and the order perf delivers
-the records in (rounds).  A real recording is checked by the container test at the end.
+the records in (rounds).  A real recording of each cell is checked by conformance/test_jit_inject.py.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 
 from cpython_perf.record import jit_inject as ji
-from cpython_perf.record.perf_samples import parse_perf_script
 
 PID = 4242
 ARENA = 0x7F0000100000
@@ -419,49 +418,3 @@ def test_runs_standalone_with_the_stdlib_only(tmp_path):
                           str(tmp_path)], capture_output=True, text=True, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "6 code loads -> 2 ELF file(s)" in out.stderr
-
-
-# ---------------------------------------------------------------- a real recording
-
-MANY = Path(__file__).resolve().parents[2] / "benchmarks" / "many_functions.py"
-
-
-@pytest.mark.container
-def test_real_recording_names_every_frame_as_perf_inject_does(docker_client, tmp_path):
-    """-X perf_jit in the 3.13-fp cell, 400 functions (then 80 of them freed and 80 new ones made in their
-    slots): perf inject --jit and this injector on the same perf.data; perf script of both has the same py::
-    frames, in the same order, in every sample."""
-    from cpython_perf.run import containers
-
-    image = "cpython-perf:3.13-fp"
-    if not docker_client.images.list(name=image):
-        pytest.skip(f"{image} is not built here (nox -s build-3.13-fp)")
-    work = containers.make_workdir(tmp_path / "run")
-    shutil.copy(MANY, work / "src" / "many_functions.py")
-    shutil.copy(ji.__file__, work / "src" / "jit_inject.py")
-    from cpython_perf.record.perf_runs import DWARF_MMAP_FUNCTION
-    fields = "comm,pid,tid,time,event,ip,sym,dso"
-    script = "\n".join([
-        DWARF_MMAP_FUNCTION,
-        "set -e",
-        "perf record -q -F 999 -g -k 1 --call-graph dwarf -m $(dwarf_mmap) -o /src/perf.data -- "
-        "python3 -X perf_jit /src/many_functions.py 400 --free 10 --seconds 0.6 > /src/prog.json",
-        "perf inject -i /src/perf.data --jit -o /src/perf.jit.data",
-        "python3 -E /src/jit_inject.py -i /src/perf.data -o /src/perf.arena.data",
-        f"perf script -F {fields} -i /src/perf.jit.data > /src/old.txt 2>/dev/null",
-        f"perf script -F {fields} -i /src/perf.arena.data > /src/new.txt 2>/src/new.err",
-    ])
-    result = containers.run(docker_client, image, script, mounts={work / "src": "/src", work / "tmp": "/tmp"},
-                            cap_add=[containers.perf_capability(docker_client, image)], timeout=600)
-    assert result.exit_code == 0, result.stderr
-    old = parse_perf_script((work / "src" / "old.txt").read_text())
-    new = parse_perf_script((work / "src" / "new.txt").read_text())
-    assert "out of order" not in (work / "src" / "new.err").read_text()
-    assert [(s.tid, s.time) for s in old] == [(s.tid, s.time) for s in new]
-    assert [s.python_frames() for s in old] == [s.python_frames() for s in new]
-    chains = [s.python_frames() for s in new]
-    assert sum(1 for c in chains if any(f.startswith("py::f_") for f in c)) > 50
-    assert any(any(f.startswith("py::g_") for f in c) for c in chains)          # functions in reused slots
-    deep = [c for c in chains if c and c[0] == "py::spin:/src/many_functions.py"]
-    assert deep and all(c[-1] == "py::<module>:/src/many_functions.py" for c in deep)
-    assert len(list((work / "tmp").glob("jit-*-arena-*.so"))) < 10
