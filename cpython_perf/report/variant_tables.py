@@ -67,22 +67,26 @@ def with_table(text: str, table: str, page: str) -> str:
     return "\n".join([*lines[:start], table, *lines[end + 1:]])
 
 
+def _pages(matrix: Matrix, root: Path) -> dict[str, tuple[str, str]]:
+    """Each page's text as it is and as it is with the matrix's table."""
+    table, texts = variant_table(matrix), {}
+    for page in PAGES:
+        old = (root / page).read_text()
+        texts[page] = (old, with_table(old, table, page))
+    return texts
+
+
 def stale_pages(matrix: Matrix, root: Path = PROJECT_ROOT) -> list[str]:
     """The pages whose table is not the matrix's."""
-    table = variant_table(matrix)
-    return [page for page in PAGES
-            if with_table((root / page).read_text(), table, page) != (root / page).read_text()]
+    return [page for page, (old, new) in _pages(matrix, root).items() if new != old]
 
 
 def write_tables(matrix: Matrix, root: Path = PROJECT_ROOT) -> list[str]:
     """Write each page's table from the matrix; the pages that changed."""
-    table, changed = variant_table(matrix), []
-    for page in PAGES:
-        path = root / page
-        old = path.read_text()
-        new = with_table(old, table, page)
+    changed = []
+    for page, (old, new) in _pages(matrix, root).items():
         if new != old:
-            path.write_text(new)
+            (root / page).write_text(new)
             changed.append(page)
     return changed
 
