@@ -739,9 +739,14 @@ static struct {
     // taken out since.  It may no longer be on top: an evaluator installed
     // over it (a debugger's, a JIT front end's) keeps it to call it.
     int in_eval_chain;
+    // extra_code_index while every frame may take the evaluator's fast path
+    // (active, with no evaluator found at activation to run), -1 otherwise:
+    // one load tells the evaluator both, and a negative index finds no entry.
+    Py_ssize_t fast_index;
 } perf = {
     .status = PERF_STATUS_NO_INIT,
     .extra_code_index = -1,
+    .fast_index = -1,
     .output_pid = {-1, -1, -1},
 };
 
@@ -766,6 +771,7 @@ remove_trampoline_evaluator(PyInterpreterState *interp)
         perf.in_eval_chain = 0;
     }
     _PyPerf_TrampolineEvalFrame = NULL;
+    perf.fast_index = -1;
 }
 
 /* Set an OSError (PermissionError for EACCES, ...) naming what failed. */
@@ -1207,15 +1213,13 @@ py_trampoline_evaluator(PyThreadState *ts, _PyPerf_Frame *frame, int throwflag)
     if (c_stack_near_end()) {
         return py_trampoline_evaluator_low_stack(ts, frame, throwflag);
     }
-    if (perf.prev_eval == NULL && perf.status == PERF_STATUS_OK) {
-        code_entry_t *entry = (code_entry_t *)_PyPerf_CodeExtra(
-            _PyPerf_FRAME_CODE(frame), perf.extra_code_index);
-        if (entry != NULL
-            && entry->published[perf.output] == perf.output_gen[perf.output])
-        {
-            return entry->trampoline(ts, frame, throwflag,
-                                     _PyEval_EvalFrameDefault);
-        }
+    code_entry_t *entry = (code_entry_t *)_PyPerf_CodeExtra(
+        _PyPerf_FRAME_CODE(frame), perf.fast_index);
+    if (entry != NULL
+        && entry->published[perf.output] == perf.output_gen[perf.output])
+    {
+        return entry->trampoline(ts, frame, throwflag,
+                                 _PyEval_EvalFrameDefault);
     }
     return py_trampoline_evaluator_slow(ts, frame, throwflag);
 }
@@ -1449,6 +1453,7 @@ _PyPerfTrampoline_Init(int activate)
     }
     _PyPerf_TrampolineEvalFrame = perf.prev_eval == NULL
                                   ? py_trampoline_evaluator : NULL;
+    perf.fast_index = perf.prev_eval == NULL ? perf.extra_code_index : -1;
 #endif
     return 0;
 }

@@ -27,7 +27,13 @@ finalization runs too).  Then a function is called, and must hold:
   - no evaluator runs more than once for one frame, and the evaluator the
     interpreter has on top runs for every frame;
   - while the trampoline is active, the function is named in the output of
-    the backend last activated (/tmp/perf-PID.map or /tmp/jit-PID.dump).
+    the backend last activated (/tmp/perf-PID.map or /tmp/jit-PID.dump), and
+    a Python frame runs through a trampoline; from a deactivation on, until
+    an activation succeeds again, none does, even where the trampoline's
+    evaluator stays in the chain under another one (it then only passes
+    frames on).  A frame runs through a trampoline when the C stack under it
+    has a return address in no loaded object (backtrace() and dladdr(): the
+    trampolines live in anonymous executable memory).
 
 Exit 2 (cannot check) where the extension does not build or the
 interpreter has no trampoline.
@@ -52,6 +58,8 @@ MAX_SHOWN = 12             # orders whose problems are told in full
 
 EXTENSION = r'''
 #include <Python.h>
+#include <dlfcn.h>
+#include <execinfo.h>
 #if PY_VERSION_HEX >= 0x030B0000
 typedef struct _PyInterpreterFrame evalchain_frame;
 #else
@@ -151,7 +159,26 @@ top(PyObject *self, PyObject *unused)
     return PyUnicode_FromString(name);
 }
 
+/* Whether the C stack of the calling Python frame holds a return address
+   outside every loaded object: a trampoline's.  The unwinder stops at the
+   first one (perf map trampolines carry no unwind tables), which is the one
+   under the calling frame's eval loop. */
+static PyObject *
+on_trampoline(PyObject *self, PyObject *unused)
+{
+    void *addrs[128];
+    int n = backtrace(addrs, 128);
+    for (int i = 1; i < n; i++) {
+        Dl_info info;
+        if (dladdr(addrs[i], &info) == 0) {
+            Py_RETURN_TRUE;
+        }
+    }
+    Py_RETURN_FALSE;
+}
+
 static PyMethodDef methods[] = {
+    {"on_trampoline", on_trampoline, METH_NOARGS, NULL},
     {"install_chaining", install_chaining, METH_NOARGS, NULL},
     {"install_direct", install_direct, METH_NOARGS, NULL},
     {"remove_last", remove_last, METH_NOARGS, NULL},
@@ -190,11 +217,15 @@ def gen(n):
     for i in range(n):
         yield f(i)
 
+def via_trampoline():
+    return _evalchain.on_trampoline()
+
 def run(seq, calls):
     """Run the steps, call f; (problems, what happened in words)."""
     problems = []
     said = []
     backend = None         # the backend of the last activation that succeeded
+    deactivated = True     # no activation has succeeded since the start or the last deactivation
     installed = []         # our evaluators installed and not removed, last on top
     for i, step in enumerate(seq):
         where = f"step {i + 1} ({step})"
@@ -220,13 +251,16 @@ def run(seq, calls):
                 problems.append(f"{where}: activation raised {type(exc).__name__}: {exc}")
             else:
                 backend = mode
+                deactivated = False
                 if not sys.is_stack_trampoline_active():
                     problems.append(f"{where}: activation succeeded but the trampoline is not active")
         elif step == "X":
             sys.deactivate_stack_trampoline()
+            deactivated = True
             if sys.is_stack_trampoline_active():
                 problems.append(f"{where}: still active after deactivation")
         f(0)                 # a frame between the steps
+        via_trampoline()     # and its code published while a trampoline runs
     total = 0
     before = _evalchain.calls()
     for i in range(calls):       # no frame but f's: a loop in this frame
@@ -244,6 +278,11 @@ def run(seq, calls):
     if top in ("C", "D") and ran[top] != calls:
         problems.append(f"the interpreter's evaluator ({top}) ran {ran[top]} times for {calls} frames")
     active = sys.is_stack_trampoline_active()
+    through = via_trampoline()
+    if deactivated and through:
+        problems.append("a Python frame ran through a trampoline after the trampoline was deactivated")
+    if active and not through:
+        problems.append("active, but a Python frame did not run through a trampoline")
     said.append(f"then f: {', '.join(k for k, n in ran.items() if n) or 'no evaluator of ours'} ran"
                 f"{', trampoline active' if active else ''}")
     if active and backend is not None:

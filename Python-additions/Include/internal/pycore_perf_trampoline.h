@@ -63,7 +63,9 @@ static inline void *
 _PyPerf_CodeExtra(PyCodeObject *code, Py_ssize_t index)
 {
     _PyPerf_CodeExtraHolder *holder = (_PyPerf_CodeExtraHolder *)code->co_extra;
-    if (holder == NULL || index < 0 || holder->ce_size <= index) {
+    // One unsigned compare for both bounds: a negative index is above any
+    // size.
+    if (holder == NULL || (size_t)holder->ce_size <= (size_t)index) {
         return NULL;
     }
     return holder->ce_extras[index];
