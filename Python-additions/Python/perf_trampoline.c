@@ -30,6 +30,21 @@
  * lives in Include/internal/pycore_perf_trampoline.h.
  */
 
+/* The trampoline's evaluator runs for every Python frame and ends in a tail
+   call: its common path must save nothing.
+   Built with -mno-omit-leaf-frame-pointer (as builds for profiling are),
+   GCC gives every leaf function a frame record, and on aarch64 it cannot
+   move that record off the common path as it does on x86-64: each call
+   then pays for the record and, with pac-ret, for signing the return
+   address.  This file's leaf functions do without one: a sample in one of
+   them misses its caller's C frame when perf unwinds by frame pointers,
+   never a trampoline, so every py:: frame stays.  Set for the whole file
+   before any include, so that the header functions it inlines are compiled
+   with the same options (GCC does not inline across different ones). */
+#if defined(__aarch64__) && defined(__GNUC__) && !defined(__clang__)
+#  pragma GCC target("omit-leaf-frame-pointer")
+#endif
+
 #include "Python.h"
 #include "pycore_initconfig.h"        // _PyStatus_OK()
 #include "pycore_pystate.h"           // _PyInterpreterState_GET()
