@@ -1,7 +1,7 @@
 """What a foreign cell's one guest boot records must be exactly what its tests ask for: the seed chain's
-runs, the catalogue shapes' and test_jit_inject's comparison of the injectors (conformance/conftest.guest_jobs).  A recording that is asked for but not
-planned fails its test; one planned but never asked for costs guest time.  Runs pytest on a throwaway
-conformance test, which sees conftest as the suite does; no Docker, no qemu."""
+runs, the catalogue shapes' and test_jit_inject's comparison of the injectors (conformance/conftest.guest_jobs).
+A recording that is asked for but not planned fails its test; one planned but never asked for costs guest
+time.  Runs pytest on a throwaway conformance test, which sees conftest as the suite does; no Docker, no qemu."""
 
 from __future__ import annotations
 
