@@ -32,6 +32,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -42,8 +43,8 @@ from cpython_perf.check.suite_results import SKIP_EXPECTED
 from cpython_perf.errors import DockerUnavailable, DriverError, PerfNotPermitted, SourceUnavailable, UnknownCell
 from cpython_perf.image import pipeline, tools
 from cpython_perf.matrix import Cell, cannot_build_reason, load_matrix
-from cpython_perf.record import perf_event, perf_runs
-from cpython_perf.record.perf_samples import min_chain_fraction
+from cpython_perf.record import jit_inject, perf_event, perf_runs
+from cpython_perf.record.perf_samples import PERF_SCRIPT_FIELDS, min_chain_fraction
 from cpython_perf.run import containers, guest
 from cpython_perf.run.runners import CellRunner, GuestRunner
 
@@ -416,6 +417,79 @@ def _workdir(path: Path) -> Path:
 
 
 # --------------------------------------------------------------------------
+# The project's perf_jit injector against perf inject --jit (test_jit_inject.py): one script, which a native
+# cell's container runs and a foreign cell's guest runs as one of its jobs
+
+JIT_INJECT_WORKLOAD = Path(__file__).resolve().parent.parent / "benchmarks" / "many_functions.py"
+JIT_INJECT_FILES = (JIT_INJECT_WORKLOAD, Path(jit_inject.__file__))   # copied into /src beside the scripts
+# What the script leaves in /src for the test: both `perf script` texts, the stderr of `perf script` of
+# jit_inject's recording, and the numbers of ELF files each injector wrote into /tmp ("<name> <count>" lines).
+JIT_INJECT_COUNTS = "jit-files.txt"
+JIT_INJECT_OUTPUTS = ("perf-inject.txt", "jit-inject.txt", "jit-inject.err", JIT_INJECT_COUNTS)
+
+
+@dataclass(frozen=True)
+class JitInjectWorkload:
+    """The -X perf_jit program both injectors are given (benchmarks/many_functions.py FUNCTIONS --free FREE
+    --seconds SECONDS), the rate it is sampled at (None: perf_runs.record_options' for the cell), and how many
+    of its samples must show a chain of f_ functions, which scales with the number of samples."""
+
+    functions: int
+    free: int
+    seconds: float
+    frequency: int | None
+    min_chain_samples: int
+
+
+# Natively: 400 functions (a few hundred code objects, several arenas), about 0.6 s of calls at the suite's rate.
+JIT_INJECT_WORKLOAD_NATIVE = JitInjectWorkload(400, 10, 0.6, None, 50)
+# In a foreign cell's qemu-system guest `perf script` unwinds each dwarf sample at ~0.5 s, and it runs twice
+# (once for each injector's recording); its cost per frame also grows with the number of mapped ELF files,
+# one per code object in perf inject's.  So the guest's program makes 64 functions (8 chains, 2 of them
+# freed and made again) and is sampled at 100 Hz for about 0.8 s of calls, plus the emulated interpreter's
+# start: some 150 samples, a few minutes of `perf script`.  About half of them fall in the f_ chains.
+JIT_INJECT_WORKLOAD_GUEST = JitInjectWorkload(64, 2, 0.8, 100, 20)
+
+
+def jit_inject_workload(cell) -> JitInjectWorkload:
+    return JIT_INJECT_WORKLOAD_GUEST if cell.foreign else JIT_INJECT_WORKLOAD_NATIVE
+
+
+def jit_inject_script(cell, perf: str = "perf", python: str = "python3", event: str | None = None) -> str:
+    """The shell script that records the workload with -X perf_jit as the suite records (record_options; event:
+    the host's sampling event), injects the same perf.data with `perf inject --jit` and with jit_inject.py (run
+    by the profiled interpreter), and writes `perf script` of each and the counts of JIT_INJECT_OUTPUTS to
+    /src.  The defaults of perf and python are a cell's (and a GuestRunner's): the guest job's text is this."""
+    size = jit_inject_workload(cell)
+    options = " ".join(perf_runs.record_options(cell, "perf_jit", event, size.frequency))
+    return "\n".join([
+        perf_runs.DWARF_MMAP_FUNCTION,
+        "set -e",
+        f"{perf} record -q {options} -o /src/perf.data -- {python} -X perf_jit /src/{JIT_INJECT_WORKLOAD.name} "
+        f"{size.functions} --free {size.free} --seconds {size.seconds} > /src/prog.json",
+        f"{perf} inject -i /src/perf.data --jit -o /src/perf.jit.data",
+        f"{python} -E /src/jit_inject.py -i /src/perf.data -o /src/perf.arena.data",
+        f"{perf} script -F {PERF_SCRIPT_FIELDS} -i /src/perf.jit.data > /src/perf-inject.txt 2>/dev/null",
+        f"{perf} script -F {PERF_SCRIPT_FIELDS} -i /src/perf.arena.data > /src/jit-inject.txt 2>/src/jit-inject.err",
+        # the ELF files beside the dump: jit_inject's one per arena, perf inject's one per code object
+        f"echo \"arena_files $(find /tmp -maxdepth 1 -name 'jit-*-arena-*.so' | wc -l)\" > /src/{JIT_INJECT_COUNTS}",
+        f"echo \"perf_inject_files $(find /tmp -maxdepth 1 -name 'jitted-*.so' | wc -l)\" >> /src/{JIT_INJECT_COUNTS}",
+    ]) + "\n"
+
+
+def jit_inject_not_applicable(cell) -> tuple[str, str] | None:
+    """The fact and reason for not_applicable where test_jit_inject.py does not compare the injectors in a
+    foreign cell's guest (None: it does)."""
+    if cell.foreign and cell.vanilla:
+        return ("vanilla",
+                f"{cell.name}: a vanilla twin's guest records no perf_jit run (its chains are not checked): "
+                "3.13.5 as released writes aarch64 unwind info through which perf cannot unwind the trampolines "
+                "(the 3.13 series fixes it), so neither injector's recording has py:: chains to compare; "
+                "the injector reads upstream's jitdumps on the x86_64 vanilla twins")
+    return None
+
+
+# --------------------------------------------------------------------------
 # Foreign-arch cells: perf recordings in a qemu-system guest
 
 GUEST_OUTPUTS = (perf_runs.SCRIPT_OUTPUT, perf_runs.PHASES_OUTPUT, "python.stdout")
@@ -452,9 +526,10 @@ GUEST_SHAPES = tuple(shape for shape in SHAPES if shape != "recursion")
 
 
 def guest_jobs(cell) -> list[guest.GuestJob]:
-    """Every recording test_seed_chain and test_catalogue_shapes ask of a foreign cell: each mode it claims
-    (none for a vanilla twin, whose chains are not checked) with the activations GUEST_ACTIVATIONS gives,
-    the run without activation, and GUEST_SHAPES with GUEST_SHAPE_MODE where the cell claims it."""
+    """Every recording test_seed_chain, test_catalogue_shapes and test_jit_inject ask of a foreign cell: each
+    mode it claims (none for a vanilla twin, whose chains are not checked) with the activations
+    GUEST_ACTIVATIONS gives, the run without activation, GUEST_SHAPES with GUEST_SHAPE_MODE where the cell
+    claims it, and the injectors' comparison (jit_inject_script) where its interpreter offers perf_jit."""
     modes = () if cell.vanilla else cell.modes
     jobs = [guest.GuestJob(f"{mode}-{activation}", perf_runs.perf_run(cell, mode, activation, SEED_SCRIPT).shell,
                            GUEST_OUTPUTS)
@@ -464,7 +539,14 @@ def guest_jobs(cell) -> list[guest.GuestJob]:
     if GUEST_SHAPE_MODE in modes:
         jobs += [guest.GuestJob(f"shape-{shape}", shape_run(cell, GUEST_SHAPE_MODE, shape).shell, GUEST_OUTPUTS)
                  for shape in GUEST_SHAPES]
+    if "perf_jit" in cell.backends and jit_inject_not_applicable(cell) is None:
+        jobs.append(guest.GuestJob("jit-inject", jit_inject_script(cell), JIT_INJECT_OUTPUTS))
     return jobs
+
+
+def guest_files() -> list[Path]:
+    """The files each guest job finds in /src: the conformance scripts and JIT_INJECT_FILES."""
+    return sorted(SCRIPTS.glob("*.py")) + list(JIT_INJECT_FILES)
 
 
 def guest_shape_skip_reason(cell, mode: str, shape: str) -> str | None:
@@ -509,7 +591,7 @@ def guest_run_for(cell, docker_client, tmp_path_factory) -> guest.GuestRun:
         image_for(cell, docker_client)
     return once_per_session(
         _guest_runs, cell.name,
-        lambda: guest.run_in_guest(docker_client, cell, guest_jobs(cell), sorted(SCRIPTS.glob("*.py")),
+        lambda: guest.run_in_guest(docker_client, cell, guest_jobs(cell), guest_files(),
                                    workdir=tmp_path_factory.mktemp(f"guest-{cell.name}")),
         f"the {cell.name} guest failed")
 

@@ -1,7 +1,7 @@
 """What a foreign cell's one guest boot records must be exactly what its tests ask for: the seed chain's
-runs and the catalogue shapes' (conformance/conftest.guest_jobs).  A recording that is asked for but not
-planned fails its test; one planned but never asked for costs guest time.  Runs pytest on a throwaway
-conformance test, which sees conftest as the suite does; no Docker, no qemu."""
+runs, the catalogue shapes' and test_jit_inject's comparison of the injectors (conformance/conftest.guest_jobs).
+A recording that is asked for but not planned fails its test; one planned but never asked for costs guest
+time.  Runs pytest on a throwaway conformance test, which sees conftest as the suite does; no Docker, no qemu."""
 
 from __future__ import annotations
 
@@ -15,7 +15,11 @@ from cpython_perf.matrix import PROJECT_ROOT
 PROBE = textwrap.dedent("""\
     import pytest
     from cpython_perf.matrix import load_matrix
-    from conftest import (GUEST_SHAPES, SHAPES, guest_jobs, guest_shape_skip_reason, shape_run)
+    from conftest import (GUEST_SHAPES, JIT_INJECT_FILES, JIT_INJECT_OUTPUTS, JIT_INJECT_WORKLOAD_GUEST,
+                          JIT_INJECT_WORKLOAD_NATIVE, SHAPES, guest_files, guest_jobs, guest_shape_skip_reason,
+                          jit_inject_not_applicable, jit_inject_script, jit_inject_workload, shape_run)
+    from cpython_perf.run.guest import GuestRun, JobResult
+    from cpython_perf.run.runners import GuestRunner
 
     MATRIX = load_matrix()
 
@@ -37,10 +41,54 @@ PROBE = textwrap.dedent("""\
     def test_vanilla_twin_plans_no_shape():
         cell = MATRIX.cells["3.13-release-vanilla-aarch64"]
         assert not [job for job in guest_jobs(cell) if job.name.startswith("shape-")]
+
+    def test_jit_inject_is_planned_where_the_interpreter_offers_perf_jit():
+        foreign = [cell for cell in MATRIX.cells.values() if cell.foreign]
+        assert "3.13-fp-aarch64" in {cell.name for cell in foreign}
+        for cell in foreign:
+            jobs = [job for job in guest_jobs(cell) if job.name == "jit-inject"]
+            if "perf_jit" in cell.backends and not cell.vanilla:
+                assert [(job.shell, job.outputs) for job in jobs] == [(jit_inject_script(cell), JIT_INJECT_OUTPUTS)]
+                assert jit_inject_not_applicable(cell) is None
+            else:
+                assert not jobs
+                if "perf_jit" in cell.backends:
+                    assert jit_inject_not_applicable(cell)[0] == "vanilla"
+        assert jit_inject_not_applicable(MATRIX.cells["3.13-release-vanilla"]) is None   # x86_64 twin: compared
+
+    def test_jit_inject_files_are_in_the_guest():
+        script = jit_inject_script(MATRIX.cells["3.13-fp-aarch64"])
+        for path in JIT_INJECT_FILES:
+            assert path in guest_files() and f"/src/{path.name}" in script
+        assert len({path.name for path in guest_files()}) == len(guest_files())   # one /src: no name twice
+
+    def test_the_guest_runs_a_smaller_workload_natively_as_before():
+        native, foreign = MATRIX.cells["3.13-fp"], MATRIX.cells["3.13-fp-aarch64"]
+        assert jit_inject_workload(native) == JIT_INJECT_WORKLOAD_NATIVE
+        assert jit_inject_workload(foreign) == JIT_INJECT_WORKLOAD_GUEST
+        text = jit_inject_script(native, event="cpu-clock")
+        assert "-e cpu-clock -F 9999 " in text and "many_functions.py 400 --free 10 --seconds 0.6 " in text
+        guest = jit_inject_script(foreign)
+        assert "-e cpu-clock -F 100 " in guest and "many_functions.py 64 --free 2 --seconds 0.8 " in guest
+        assert "--call-graph dwarf" in guest and "-k 1" in guest
+        assert JIT_INJECT_WORKLOAD_GUEST.min_chain_samples < JIT_INJECT_WORKLOAD_NATIVE.min_chain_samples
+
+    def test_the_test_asks_the_guest_runner_for_the_planned_job(tmp_path):
+        cell = MATRIX.cells["3.13-fp-aarch64"]
+        (tmp_path / "src").mkdir()
+        outputs = {name: name.encode() for name in JIT_INJECT_OUTPUTS}
+        run = GuestRun({"jit-inject": JobResult("jit-inject", 0, "", "", 120.0, dict(outputs))}, 60.0, 600.0, 30.0, "")
+        runner = GuestRunner(None, cell.image, tmp_path, cell.name, guest_jobs(cell), lambda: run,
+                             lambda name, value: None)
+        # as test_jit_inject.py calls it
+        result = runner.run(jit_inject_script(cell, runner.perf, runner.python, runner.event), timeout=600)
+        assert result.exit_code == 0 and result.seconds == 120.0
+        for name in JIT_INJECT_OUTPUTS:
+            assert (tmp_path / "src" / name).read_bytes() == name.encode()
     """)
 
 
-def test_guest_plans_the_catalogue_shapes():
+def test_guest_plans_what_the_tests_ask_for():
     probe = PROJECT_ROOT / "conformance" / f"test_zz_guest_plan_probe_{os.getpid()}.py"
     probe.write_text(PROBE)
     try:
@@ -48,4 +96,4 @@ def test_guest_plans_the_catalogue_shapes():
                               cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
     finally:
         probe.unlink()
-    assert done.returncode == 0 and "2 passed" in done.stdout, done.stdout + done.stderr
+    assert done.returncode == 0 and "6 passed" in done.stdout, done.stdout + done.stderr
