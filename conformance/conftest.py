@@ -32,7 +32,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -428,49 +427,31 @@ JIT_INJECT_COUNTS = "jit-files.txt"
 JIT_INJECT_OUTPUTS = ("perf-inject.txt", "jit-inject.txt", "jit-inject.err", JIT_INJECT_COUNTS)
 
 
-@dataclass(frozen=True)
-class JitInjectWorkload:
-    """The -X perf_jit program both injectors are given (benchmarks/many_functions.py FUNCTIONS --free FREE
-    --seconds SECONDS), the rate it is sampled at (None: perf_runs.record_options' for the cell), and how many
-    of its samples must show a chain of f_ functions, which scales with the number of samples."""
-
-    functions: int
-    free: int
-    seconds: float
-    frequency: int | None
-    min_chain_samples: int
-
-
-# Natively: 400 functions (a few hundred code objects, several arenas), about 0.6 s of calls at the suite's rate.
-JIT_INJECT_WORKLOAD_NATIVE = JitInjectWorkload(400, 10, 0.6, None, 50)
-# In a foreign cell's qemu-system guest `perf script` unwinds each dwarf sample at ~0.5 s, and it runs twice
-# (once for each injector's recording); its cost per frame also grows with the number of mapped ELF files,
-# one per code object in perf inject's.  So the guest's program makes 64 functions (8 chains, 2 of them
-# freed and made again) and is sampled at 100 Hz for about 0.8 s of calls, plus the emulated interpreter's
-# start: some 150 samples, a few minutes of `perf script`.  About half of them fall in the f_ chains.
-JIT_INJECT_WORKLOAD_GUEST = JitInjectWorkload(64, 2, 0.8, 100, 20)
-
-
-def jit_inject_workload(cell) -> JitInjectWorkload:
-    return JIT_INJECT_WORKLOAD_GUEST if cell.foreign else JIT_INJECT_WORKLOAD_NATIVE
+# A native cell's container and a foreign cell's guest run the same program, each sampled as the suite samples
+# the cell (record_options: in the guest cpu-clock at 250 Hz, some 550 samples).  `perf script` of both
+# recordings runs with --no-inline: an inlined function is never a py:: frame, and perf finds the C functions
+# inlined at each address of a callchain with addr2line over the binary's DWARF (30 MB of it in a cell's
+# python3.13), which in the emulated guest took `perf script` 270 s for 100 samples, against 2 s without.  So
+# the guest's job (the recording, both injections, both scripts) takes about 30 s.
+JIT_INJECT_PROGRAM = f"/src/{JIT_INJECT_WORKLOAD.name} 400 --free 10 --seconds 0.6"
 
 
 def jit_inject_script(cell, perf: str = "perf", python: str = "python3", event: str | None = None) -> str:
-    """The shell script that records the workload with -X perf_jit as the suite records (record_options; event:
-    the host's sampling event), injects the same perf.data with `perf inject --jit` and with jit_inject.py (run
-    by the profiled interpreter), and writes `perf script` of each and the counts of JIT_INJECT_OUTPUTS to
-    /src.  The defaults of perf and python are a cell's (and a GuestRunner's): the guest job's text is this."""
-    size = jit_inject_workload(cell)
-    options = " ".join(perf_runs.record_options(cell, "perf_jit", event, size.frequency))
+    """The shell script that records JIT_INJECT_PROGRAM with -X perf_jit as the suite records the cell
+    (record_options; event: the host's sampling event, a foreign cell's guest's own), injects the same perf.data
+    with `perf inject --jit` and with jit_inject.py (run by the profiled interpreter), and leaves
+    JIT_INJECT_OUTPUTS in /src.  The defaults of perf and python are a cell's and a GuestRunner's: for a
+    foreign cell this text is its guest's job, which the test asks its GuestRunner for."""
+    options = " ".join(perf_runs.record_options(cell, "perf_jit", event))
+    fields = f"--no-inline -F {PERF_SCRIPT_FIELDS}"
     return "\n".join([
         perf_runs.DWARF_MMAP_FUNCTION,
         "set -e",
-        f"{perf} record -q {options} -o /src/perf.data -- {python} -X perf_jit /src/{JIT_INJECT_WORKLOAD.name} "
-        f"{size.functions} --free {size.free} --seconds {size.seconds} > /src/prog.json",
+        f"{perf} record -q {options} -o /src/perf.data -- {python} -X perf_jit {JIT_INJECT_PROGRAM} > /src/prog.json",
         f"{perf} inject -i /src/perf.data --jit -o /src/perf.jit.data",
         f"{python} -E /src/jit_inject.py -i /src/perf.data -o /src/perf.arena.data",
-        f"{perf} script -F {PERF_SCRIPT_FIELDS} -i /src/perf.jit.data > /src/perf-inject.txt 2>/dev/null",
-        f"{perf} script -F {PERF_SCRIPT_FIELDS} -i /src/perf.arena.data > /src/jit-inject.txt 2>/src/jit-inject.err",
+        f"{perf} script {fields} -i /src/perf.jit.data > /src/perf-inject.txt 2>/dev/null",
+        f"{perf} script {fields} -i /src/perf.arena.data > /src/jit-inject.txt 2>/src/jit-inject.err",
         # the ELF files beside the dump: jit_inject's one per arena, perf inject's one per code object
         f"echo \"arena_files $(find /tmp -maxdepth 1 -name 'jit-*-arena-*.so' | wc -l)\" > /src/{JIT_INJECT_COUNTS}",
         f"echo \"perf_inject_files $(find /tmp -maxdepth 1 -name 'jitted-*.so' | wc -l)\" >> /src/{JIT_INJECT_COUNTS}",

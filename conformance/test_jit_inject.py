@@ -6,9 +6,10 @@ slows down with their number).  Here both inject the same perf.data of a -X perf
 hundred functions, then frees some and makes new ones (in the slots of the freed ones, on a patched 3.13),
 and `perf script` of both must give the same samples with the same py:: frames in the same order.  It runs
 wherever the cell's interpreter offers perf_jit, the vanilla twins too: the injector must read upstream's
-jitdumps as well as the series'.  A foreign (aarch64) cell runs the same script in its qemu-system guest, with
-a smaller program (conftest.JIT_INJECT_WORKLOAD_GUEST): there the jitdump's unwind info is aarch64's, and
-Debian's arm64 perf unwinds with libunwind, so the injector takes its own path, not its perf inject fallback.
+jitdumps as well as the series'.  A foreign (aarch64) cell runs the same script in its qemu-system guest
+(conftest.jit_inject_script, one of the guest's jobs): there the jitdump's unwind info is aarch64's (an FDE
+that toggles the return address's signing state, for pac-ret), and Debian's arm64 perf unwinds with
+libunwind, so the injector takes its own path, not its perf inject fallback.
 """
 
 from __future__ import annotations
@@ -19,8 +20,7 @@ import pytest
 
 from cpython_perf.record.perf_samples import parse_perf_script
 
-from conftest import (JIT_INJECT_COUNTS, JIT_INJECT_FILES, jit_inject_not_applicable, jit_inject_script,
-                      jit_inject_workload, not_applicable)
+from conftest import JIT_INJECT_COUNTS, JIT_INJECT_FILES, jit_inject_not_applicable, jit_inject_script, not_applicable
 
 pytestmark = [pytest.mark.needs_perf, pytest.mark.also_external]
 
@@ -41,20 +41,17 @@ def test_jit_inject_names_every_frame_as_perf_inject_does(cell, runner_for, reco
     theirs = parse_perf_script((runner.src / "perf-inject.txt").read_text(errors="replace"))
     ours = parse_perf_script((runner.src / "jit-inject.txt").read_text(errors="replace"))
     record_property("samples", len(ours))
-    counts = {name: int(n) for name, n in (line.split() for line in (runner.src / JIT_INJECT_COUNTS).read_text()
-                                           .splitlines() if line.strip())}
-    arena_files = counts["arena_files"]
+    counts = dict(line.split() for line in (runner.src / JIT_INJECT_COUNTS).read_text().splitlines())
+    arena_files = int(counts["arena_files"])
     record_property("arena_files", arena_files)
-    record_property("perf_inject_files", counts["perf_inject_files"])
+    record_property("perf_inject_files", int(counts["perf_inject_files"]))
     assert "out of order" not in (runner.src / "jit-inject.err").read_text()
     assert [(s.tid, s.time) for s in ours] == [(s.tid, s.time) for s in theirs], "not the same samples"
     differ = [i for i, (a, b) in enumerate(zip(theirs, ours)) if a.python_frames() != b.python_frames()]
     assert not differ, (f"{len(differ)} of {len(ours)} samples have other py:: frames than perf inject's; the "
                         f"first: {theirs[differ[0]].python_frames()} != {ours[differ[0]].python_frames()}")
     chains = [s.python_frames() for s in ours]
-    min_chain_samples = jit_inject_workload(cell).min_chain_samples   # fewer in the guest's smaller run
-    assert sum(1 for c in chains if any(f.startswith("py::f_") for f in c)) > min_chain_samples, \
-        "too few samples in the chains"
+    assert sum(1 for c in chains if any(f.startswith("py::f_") for f in c)) > 50, "too few samples in the chains"
     assert any(any(f.startswith("py::g_") for f in c) for c in chains), "no sample in the functions made later"
     deep = [c for c in chains if c and c[0] == "py::spin:/src/many_functions.py"]
     assert deep and all(c[-1] == "py::<module>:/src/many_functions.py" for c in deep)

@@ -64,18 +64,14 @@ GUEST_SAMPLE_FREQUENCY = 999
 GUEST_DWARF_SAMPLE_FREQUENCY = 250
 
 
-def record_options(cell: Cell, mode: str | None, event: str | None = None,
-                   frequency: int | None = None) -> list[str]:
+def record_options(cell: Cell, mode: str | None, event: str | None = None) -> list[str]:
     """perf record options for a mode (None: frame-pointer call graphs, nothing activated).
     event: the host's sampling event (perf_event.host_event; None: perf's default); a foreign cell's guest
-    always samples with GUEST_EVENT.  frequency: a rate of the caller's instead of the mode's on the cell's
-    arch (a workload sized for it)."""
-    rate = SAMPLE_FREQUENCY
-    options = [*(["-e", event] if event else [])]
+    always samples with GUEST_EVENT."""
+    options = [*(["-e", event] if event else []), "-F", str(SAMPLE_FREQUENCY), "-g"]
     if cell.foreign:
         rate = GUEST_DWARF_SAMPLE_FREQUENCY if mode == "perf_jit" else GUEST_SAMPLE_FREQUENCY
-        options = ["-e", GUEST_EVENT]
-    options += ["-F", str(frequency or rate), "-g"]
+        options = ["-e", GUEST_EVENT, "-F", str(rate), "-g"]
     if mode == "perf_jit":
         stack = cell.variant.dwarf_stack_size
         options += ["-k", "1", "--call-graph", f"dwarf,{stack}" if stack else "dwarf", "-m", "$(dwarf_mmap)"]
