@@ -459,8 +459,10 @@ def jit_inject_script(cell, perf: str = "perf", python: str = "python3", event: 
 
 
 def jit_inject_not_applicable(cell) -> tuple[str, str] | None:
-    """The fact and reason for not_applicable where test_jit_inject.py does not compare the injectors in a
-    foreign cell's guest (None: it does)."""
+    """The fact and reason for not_applicable where test_jit_inject.py does not compare the injectors (None:
+    it does, in the cell's container or, for a foreign cell, as one of its guest's jobs)."""
+    if "perf_jit" not in cell.backends:
+        return ("backend:perf_jit", f"{cell.name}'s interpreter writes no jitdump (no perf_jit backend)")
     if cell.foreign and cell.vanilla:
         return ("vanilla",
                 f"{cell.name}: a vanilla twin's guest records no perf_jit run (its chains are not checked): "
@@ -520,7 +522,7 @@ def guest_jobs(cell) -> list[guest.GuestJob]:
     if GUEST_SHAPE_MODE in modes:
         jobs += [guest.GuestJob(f"shape-{shape}", shape_run(cell, GUEST_SHAPE_MODE, shape).shell, GUEST_OUTPUTS)
                  for shape in GUEST_SHAPES]
-    if "perf_jit" in cell.backends and jit_inject_not_applicable(cell) is None:
+    if jit_inject_not_applicable(cell) is None:
         jobs.append(guest.GuestJob("jit-inject", jit_inject_script(cell), JIT_INJECT_OUTPUTS))
     return jobs
 
