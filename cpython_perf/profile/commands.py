@@ -18,6 +18,7 @@ from .. import subcommands
 from ..errors import DriverError
 from ..matrix import PERF_MODES, Matrix, load_matrix
 from ..record import jit_inject
+from ..record.untrusted_files import Refused, read_regular_file, write_new_file
 from .requirements import VENV, ensure_requirements_image, image_path_variable
 from .results import draw_flamegraph, prepare_out, report_top, summarise
 from .session import Session
@@ -28,6 +29,8 @@ from .target import MODE_WHY, ProfileFailed, cell_target, choose_mode, external_
 
 DEFAULT_OUT = "perf-profile"
 DEFAULT_FREQUENCY = 999
+# perf script's and perf report's text, read back from the output directory (which the image's program can write)
+OUTPUT_LIMIT = 1 << 30
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -149,16 +152,24 @@ def run(matrix: Matrix, args, program: list[str] | None, log=print, client=None,
     finally:
         session.exec(Step("chown", ownership_command(*owner), ["sh", "-c", ownership_command(*owner)]), quiet=True)
         session.close()
-        (out / COMMANDS_TEXT).write_text("\n".join(record_lines) + "\n")
+        # the image's program can write the output directory (mounted at /out): a link it left under this
+        # name is replaced, never written through
+        write_new_file(out / COMMANDS_TEXT, ("\n".join(record_lines) + "\n").encode())
         if owner != (os.getuid(), os.getgid()):
-            os.chown(out / COMMANDS_TEXT, *owner)   # as the rest (a root caller handing the outputs to another user)
-    if (out / SCRIPT_TEXT).is_file():
-        for line in summarise((out / SCRIPT_TEXT).read_text(errors="replace")):
-            log(line)
-    if (out / REPORT_TEXT).is_file():
-        log(f"top of {out / REPORT_TEXT}:")
-        for line in report_top((out / REPORT_TEXT).read_text(errors="replace")):
-            log("  " + line)
+            # as the rest (a root caller handing the outputs to another user)
+            os.chown(out / COMMANDS_TEXT, *owner, follow_symlinks=False)
+    for name, show in ((SCRIPT_TEXT, summarise), (REPORT_TEXT, report_top)):
+        try:
+            text = read_regular_file(out / name, OUTPUT_LIMIT).decode(errors="replace")
+        except FileNotFoundError:
+            continue
+        except Refused as exc:
+            log(f"refused: {exc}")
+            continue
+        if name == REPORT_TEXT:
+            log(f"top of {out / REPORT_TEXT}:")
+        for line in show(text):
+            log(("  " if name == REPORT_TEXT else "") + line)
     log(f"wrote {out}/: " + ", ".join(n for n in (PERF_DATA, JIT_DATA, SCRIPT_TEXT, REPORT_TEXT, FLAMEGRAPH, COMMANDS_TEXT)
                                       if (out / n).is_file()) + f" (and tmp/: the maps perf report needs) "
         f"in {time.monotonic() - started:.1f} s ({', '.join(f'{k} {v:.1f} s' for k, v in timings.items())})")

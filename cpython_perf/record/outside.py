@@ -39,6 +39,7 @@ import re
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import tarfile
 import tempfile
@@ -51,10 +52,11 @@ from pathlib import Path
 from ..errors import DriverError, RuntimeFailure
 from ..matrix import PERF_MODES
 from . import jit_inject, procfs
-from .container_files import DUMP_NAME, Keeper, dump_name, map_name
+from .container_files import DUMP_LIMIT, Keeper, process_mode
 from .perf_data import PerfDataError, rename_jitdumps
 from .perf_runs import DWARF_MMAP_FUNCTION
 from .perf_samples import PERF_SCRIPT_FIELDS, PerfScriptError, parse_perf_script
+from .untrusted_files import ForeignRoot, PrivateDir, Refused
 
 DEFAULT_OUT = "perf-outside"
 DEFAULT_FREQUENCY = 999
@@ -67,6 +69,7 @@ MIN_JIT_PERF = (6, 8)   # perf inject --jit reads CPython's jitdumps from perf 6
 PERF_RECORD_CAPABILITIES = ("SYS_PTRACE",)   # beside the perf capability: attach to another container's processes
 # perf record options that choose what is recorded: given after `--`, nothing is added
 TARGET_OPTIONS = {"-a", "--all-cpus", "-p", "--pid", "-t", "--tid", "-C", "--cpu", "-G", "--cgroup", "-u", "--uid"}
+STOPPED_TMP_LIMIT = 4 << 30   # of a stopped container's /tmp, read from the engine as a tar
 
 
 class RecordFailed(RuntimeFailure):
@@ -79,8 +82,8 @@ def add_arguments(p) -> None:
                    help="a process to record, by its pid in the container (repeatable; default: every process of "
                         "the container; perf follows the children they start)")
     p.add_argument("--mode", choices=PERF_MODES, default=None,
-                   help="the perf mode the program runs in (default: perf_jit if a recorded process has a jitdump "
-                        "in the container's /tmp when the recording begins, else perf)")
+                   help="the perf mode the program runs in (default: perf_jit if a recorded process maps its own "
+                        "jitdump or was started with -X perf_jit or PYTHON_PERF_JIT_SUPPORT, else perf)")
     p.add_argument("--seconds", type=float, default=None,
                    help="stop after this long (default: when the recorded processes have exited, or Ctrl-C)")
     p.add_argument("--out", "-o", default=DEFAULT_OUT, help=f"output directory (default: ./{DEFAULT_OUT})")
@@ -128,11 +131,12 @@ def record_shell(perf: str, options: list[str], pids: list[int], data: str, seco
     return f"{DWARF_MMAP_FUNCTION}\nexec {' '.join(words)}\n"
 
 
-def choose_mode(requested: str | None, files: list[str]) -> str:
-    """The mode: requested, else perf_jit where a recorded process has a jitdump, else perf."""
+def choose_mode(requested: str | None, modes: list[str | None]) -> str:
+    """The mode: requested, else perf_jit where a recorded process runs -X perf_jit (container_files.process_mode:
+    what the process maps and was started with, never a file name another process could plant), else perf."""
     if requested:
         return requested
-    return "perf_jit" if any(DUMP_NAME.match(name) for name in files) else "perf"
+    return "perf_jit" if "perf_jit" in modes else "perf"
 
 
 def perf_version(text: str) -> tuple[int, int] | None:
@@ -179,20 +183,25 @@ def find_container(client, name: str) -> Container:
 
 
 def check_access(pid: int, proc: Path = procfs.PROC) -> None:
-    """The container's /tmp must be readable through /proc/<pid>/root (root, in the host's pid namespace)."""
+    """The container's /tmp must be readable through /proc/<pid>/root (root, in the host's pid namespace),
+    resolved inside the container (a /tmp that is a link leads to the container's own directory, or nowhere)."""
     try:
-        os.listdir(proc / str(pid) / "root" / "tmp")
+        with ForeignRoot(proc / str(pid) / "root", f"the container of process {pid}") as root:
+            os.close(root.open_dir("tmp"))
     except PermissionError:
         raise DriverError(f"cannot read the container's /tmp through /proc/{pid}/root: record --container reads "
                           "the processes' perf maps there; run it as root on the host (sudo)") from None
     except FileNotFoundError:
         raise DriverError(f"process {pid} of the container is not in this pid namespace's /proc (or its /tmp is "
                           "missing): run record --container on the host, not in a container") from None
+    except Refused as exc:
+        raise DriverError(f"the container's /tmp (process {pid}) cannot be read safely: {exc}") from None
 
 
 class StoppedContainerFiles:
-    """The /tmp of a container that has stopped (not removed), read once from the engine as a tar:
-    the Keeper's last resort for the files it had not finished copying."""
+    """The /tmp of a container that has stopped (not removed), read once from the engine as a tar (at most
+    STOPPED_TMP_LIMIT bytes of it): the Keeper's last resort for the files it had not finished copying.  Only
+    regular files of /tmp itself are read (a link in the tar is not followed), each at most DUMP_LIMIT bytes."""
 
     def __init__(self, client, container_id: str, scratch: Path):
         self.client, self.container_id, self.scratch = client, container_id, scratch
@@ -207,8 +216,12 @@ class StoppedContainerFiles:
             try:
                 stream, _ = self.client.containers.get(self.container_id).get_archive("/tmp")
                 path = self.scratch / "container-tmp.tar"
-                with open(path, "wb") as f:
+                written = 0
+                with open(path, "xb") as f:
                     for chunk in stream:
+                        written += len(chunk)
+                        if written > STOPPED_TMP_LIMIT:
+                            raise OSError(f"the stopped container's /tmp is larger than {STOPPED_TMP_LIMIT >> 30} GiB")
                         f.write(chunk)
                 self._tar = tarfile.open(path)
             except (docker.errors.DockerException, tarfile.TarError, OSError):
@@ -220,9 +233,12 @@ class StoppedContainerFiles:
         if tar is None:
             return None
         try:
-            member = tar.extractfile(f"tmp/{name}")
+            info = tar.getmember(f"tmp/{name}")
         except KeyError:
             return None
+        if not info.isreg() or info.size > DUMP_LIMIT:
+            return None
+        member = tar.extractfile(info)
         return member.read() if member is not None else None
 
     def listing(self) -> list[tuple[str, float]]:
@@ -350,18 +366,40 @@ def _path(name: str, host: bool, out: Path) -> str:
 
 
 def prepare_out(out: Path) -> Path:
-    out.mkdir(parents=True, exist_ok=True)
-    for name in (PERF_DATA, PERF_DATA + ".old", JIT_DATA, SCRIPT_TEXT, COMMANDS):
-        (out / name).unlink(missing_ok=True)
+    """The output directory, ready: an earlier recording's outputs removed; DIR not writable by group or others
+    (made 0700 where it is new); tmp/ (the kept maps and dumps) and root/ (the mapped files) made new, 0700,
+    as this user's, so no other user can read what is copied nor plant a link the command would write through."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(mode=0o700)
+    except FileExistsError:
+        pass
+    fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        st = os.fstat(fd)
+        if st.st_mode & 0o022:
+            os.fchmod(fd, stat.S_IMODE(st.st_mode) & ~0o022)
+        for name in (PERF_DATA, PERF_DATA + ".old", JIT_DATA, SCRIPT_TEXT, COMMANDS):
+            try:
+                os.unlink(name, dir_fd=fd)
+            except FileNotFoundError:
+                pass
+        for sub in ("tmp", OBJECTS):
+            try:
+                found = os.stat(sub, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            if stat.S_ISDIR(found.st_mode):
+                shutil.rmtree(out / sub)   # fd-based on Linux: a link inside is removed, never followed
+            else:
+                os.unlink(sub, dir_fd=fd)
+    finally:
+        os.close(fd)
     for sub in ("tmp", OBJECTS):
-        if (out / sub).is_symlink() or (out / sub).is_file():
-            (out / sub).unlink()
-        elif (out / sub).is_dir():
-            shutil.rmtree(out / sub)
-    (out / "tmp").mkdir()
-    (out / "tmp").chmod(0o1777)
-    (out / OBJECTS).mkdir()
-    (out / OBJECTS / "tmp").symlink_to("../tmp")
+        made = PrivateDir(out / sub)
+        if sub == OBJECTS:
+            made.symlink("../tmp", "tmp")
+        made.close()
     return out
 
 
@@ -403,11 +441,7 @@ def run(matrix, args, log=print, client=None, started: threading.Event | None = 
             targets.append(found)
     else:
         targets = sorted(namespace.known.values(), key=lambda p: p.ns_pid)
-    names = []
-    for process in targets:
-        tmp = procfs.PROC / str(process.pid) / "root" / "tmp"
-        names += [n for n in (map_name(process.ns_pid), dump_name(process.ns_pid)) if (tmp / n).exists()]
-    mode = choose_mode(args.mode, names)
+    mode = choose_mode(args.mode, [process_mode(p) for p in targets])
     if mode == "perf_jit":
         version = runner.version()
         if version is not None and version < MIN_JIT_PERF:
@@ -450,8 +484,12 @@ def run(matrix, args, log=print, client=None, started: threading.Event | None = 
         f"{sum(keeper.objects_copied.values()) // 1024} KiB of mapped files")
     for line in keeper.errors[:5]:
         log(f"note: {line}")
+    for line in summary.refused[:20]:
+        log(f"refused: {line}")
+    if len(summary.refused) > 20:
+        log(f"refused: {len(summary.refused) - 20} more files")
     if mode == "perf" and summary.dumps and not summary.maps and args.mode is None:
-        log("note: no recorded process had a jitdump when the recording began, so it was recorded for -X perf "
+        log("note: no recorded process ran -X perf_jit when the recording began, so it was recorded for -X perf "
             f"(frame pointers); {len(summary.dumps)} jitdumps appeared since. Record -X perf_jit programs with "
             "--mode perf_jit, or once they have started")
     if summary.missed:

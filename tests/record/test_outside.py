@@ -3,6 +3,9 @@ is conformance/test_outside_recording.py's)."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from cpython_perf import cli
@@ -35,11 +38,11 @@ def test_options_that_choose_the_target():
     assert not outside.names_target(["-e", "cycles", "--call-graph", "dwarf"])
 
 
-def test_mode_from_the_files():
-    assert outside.choose_mode(None, ["perf-1.map"]) == "perf"
-    assert outside.choose_mode(None, ["perf-1.map", "jit-7.dump"]) == "perf_jit"
+def test_mode_from_what_the_processes_run():
+    assert outside.choose_mode(None, ["perf", None]) == "perf"
+    assert outside.choose_mode(None, ["perf", "perf_jit"]) == "perf_jit"
     assert outside.choose_mode(None, []) == "perf"
-    assert outside.choose_mode("perf", ["jit-7.dump"]) == "perf"
+    assert outside.choose_mode("perf", ["perf_jit"]) == "perf"
 
 
 def test_perf_version():
@@ -67,8 +70,26 @@ def test_output_directory_layout(tmp_path):
     (out / outside.SCRIPT_TEXT).write_text("old")
     outside.prepare_out(out)
     assert not (out / outside.SCRIPT_TEXT).exists() and not list((out / "tmp").iterdir())
-    assert (out / "tmp").stat().st_mode & 0o1777 == 0o1777
+    # the kept files are for this user alone: no other user reads them or plants a link among them
+    assert (out / "tmp").stat().st_mode & 0o7777 == 0o700
+    assert (out / outside.OBJECTS).stat().st_mode & 0o7777 == 0o700
+    assert not out.stat().st_mode & 0o022
     assert (out / outside.OBJECTS / "tmp").resolve() == (out / "tmp").resolve()
+
+
+def test_output_directory_tmp_planted_as_a_link_is_replaced(tmp_path):
+    """A tmp/ that is a link (planted by whoever could write DIR) is removed, not followed: the new tmp/ is a
+    directory of DIR's own, and the link's target is untouched."""
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keep.txt").write_text("mine")
+    out.mkdir()
+    out.chmod(0o777)
+    (out / "tmp").symlink_to(elsewhere)
+    outside.prepare_out(out)
+    assert not (out / "tmp").is_symlink() and (out / "tmp").is_dir()
+    assert (elsewhere / "keep.txt").read_text() == "mine"
+    assert not out.stat().st_mode & 0o022
 
 
 def test_command_line(capsys):
@@ -90,3 +111,36 @@ def test_clean_tmp_command_line(tmp_path, capsys):
     assert "0 of 0 files would be removed" in capsys.readouterr().out
     assert cli.main(["clean-tmp", "--dir", str(tmp_path / "missing")]) == 2
     assert cli.main(["clean-tmp", "--dir", str(tmp_path), "--older-than", "soon"]) == 2
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="another user (nobody) is played by a child that root makes")
+def test_another_user_cannot_aim_the_kept_files(tmp_path):
+    """Another local user who can reach DIR (here: nobody, DIR's parents searchable by all) plants a link under
+    the name of a map about to be kept, to make root append map lines to a file of root's choosing: the
+    planting is refused (tmp/ is 0700), and a link there would not be written through anyway."""
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+
+    from cpython_perf.record.container_files import Kept
+
+    base = Path(tempfile.mkdtemp(prefix="cpython-perf-out-"))
+    try:
+        base.chmod(0o755)
+        victim = base / "victim"
+        victim.write_text("root's file\n")
+        out = outside.prepare_out(base / "out")
+        out.chmod(0o755)     # even where the operator opens DIR itself to everyone
+        plant = subprocess.run(
+            [sys.executable, "-c", "import os, sys; os.setgid(65534); os.setuid(65534); "
+             "os.symlink(sys.argv[1], sys.argv[2])", str(victim), str(out / "tmp" / "perf-4242.map")],
+            capture_output=True, text=True)
+        assert plant.returncode != 0 and "Permission denied" in plant.stderr, (
+            f"another user planted a link in DIR/tmp: {plant.returncode} {plant.stderr}")
+        os.symlink(victim, out / "tmp" / "perf-4243.map")   # as if planted all the same
+        with pytest.raises(OSError):
+            Kept("perf-1.map", out / "tmp" / "perf-4243.map", False, 4243).take(b"7f00 10 py::a:x.py\n")
+        assert victim.read_text() == "root's file\n"
+    finally:
+        shutil.rmtree(base)
