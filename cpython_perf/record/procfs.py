@@ -117,18 +117,14 @@ class Namespace:
         return max(found, key=lambda p: p.start) if found else None
 
 
-def holders(paths: set[Path], proc: Path = PROC) -> dict[Path, list[int]]:
-    """Of paths (regular files), those some process has open or mapped now, with the pids holding each:
-    every /proc/PID/fd/* link and every file mapping of /proc/PID/maps is compared by (device, inode).
-    Processes whose fds cannot be read (another user's, without privilege) are left out."""
-    wanted: dict[tuple[int, int], Path] = {}
-    for path in paths:
-        try:
-            st = os.stat(path, follow_symlinks=False)
-        except OSError:
-            continue
-        wanted[(st.st_dev, st.st_ino)] = path
-    found: dict[Path, list[int]] = {}
+def holders(identities: set[tuple[int, int]], proc: Path = PROC) -> dict[tuple[int, int], list[int]]:
+    """Of identities ((device, inode) of regular files, as the caller stat'ed them), those some process has open
+    or mapped now, with the pids holding each: every /proc/PID/fd/* link and every file mapping of
+    /proc/PID/maps is compared by (device, inode).  The caller's stat is the only look at the files themselves,
+    so a path swapped since cannot make another file count.  Processes whose fds cannot be read (another
+    user's, without privilege) are left out."""
+    wanted = set(identities)
+    found: dict[tuple[int, int], list[int]] = {}
     if not wanted:
         return found
     for pid in pids(proc):
@@ -142,8 +138,8 @@ def holders(paths: set[Path], proc: Path = PROC) -> dict[Path, list[int]]:
                 st = os.stat(fd_dir / name)
             except OSError:
                 continue
-            hit = wanted.get((st.st_dev, st.st_ino))
-            if hit is not None:
+            hit = (st.st_dev, st.st_ino)
+            if hit in wanted and pid not in found.get(hit, []):
                 found.setdefault(hit, []).append(pid)
         try:
             maps = (proc / str(pid) / "maps").read_text()
@@ -158,8 +154,8 @@ def holders(paths: set[Path], proc: Path = PROC) -> dict[Path, list[int]]:
                 major, minor = (int(x, 16) for x in parts[3].split(":"))
             except ValueError:
                 continue
-            hit = wanted.get((os.makedev(major, minor), int(parts[4])))
-            if hit is not None and pid not in found.get(hit, []):
+            hit = (os.makedev(major, minor), int(parts[4]))
+            if hit in wanted and pid not in found.get(hit, []):
                 found.setdefault(hit, []).append(pid)
     return found
 
