@@ -10,6 +10,12 @@ reads (that script is what runs next to the target: see its docstring).
 gdb runs in the tools image, with the target's pid namespace (`--pid container:ID`, or the host's) and
 CAP_SYS_PTRACE; `--host-gdb` runs this machine's gdb instead.  Either way the caller needs what gdb
 needs to attach: root, or the process's user where kernel.yama.ptrace_scope allows it.
+
+The target is not trusted: gdb loads nothing from its files, and its answer is checked before it is
+believed (remote_request.py's docstring says how).  What the answer carries is printed without its
+control characters.  gdb still reads the target's files, and a container's absolute links under
+/proc/PID/root lead into gdb's own file system: in the tools image that holds nothing of the host,
+which is why it is the default.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import sys
 from pathlib import Path
 
 from ..errors import DriverError
+from .remote_request import printable
 
 REQUEST_SCRIPT = Path(__file__).with_name("remote_request.py")
 MODES = ("perf", "perf_jit", "off")
@@ -40,7 +47,9 @@ def add_arguments(p) -> None:
     p.add_argument("--tools-image", help="image with gdb and python3 to run the request in (default: the "
                                          "project's tools image, built if missing)")
     p.add_argument("--host-gdb", action="store_true",
-                   help="run this machine's gdb (needs gdb and python3 here; --pid of this machine only)")
+                   help="run this machine's gdb (needs gdb and python3 here; --pid of this machine only); gdb then "
+                        "reads the process's files with this machine's file system beside them, so keep it for "
+                        "processes you trust")
 
 
 def request_command(pid: str, mode: str, timeout: float, python: str = "python3") -> list[str]:
@@ -81,16 +90,21 @@ def report_of(output: str) -> dict:
 
 
 def describe(report: dict, where: str) -> str:
+    """One line for report; what came from the target is printed without its control characters."""
+    def text(key: str) -> str:
+        return printable(str(report.get(key)))
+
     if "error" in report:
-        return f"{where}: could not ask: {report['error']}"
+        return f"{where}: could not ask: {text('error')}"
     state = report.get("state")
-    mode = report.get("mode")
+    mode = text("mode")
     if state == "done":
-        now = "active" if report.get("active") else "not active"
-        return f"{where}: {mode}: done (the trampoline is {now}: {report.get('message')})"
+        now = {True: "the trampoline is active", False: "the trampoline is not active"}.get(
+            report.get("active"), "whether the trampoline is active is unknown")
+        return f"{where}: {mode}: done ({now}: {text('message')})"
     if state == "failed":
-        return f"{where}: {mode}: refused by the interpreter: {report.get('message')}"
-    return f"{where}: {mode}: pending: {report.get('message')}"
+        return f"{where}: {mode}: refused by the interpreter: {text('message')}"
+    return f"{where}: {mode}: pending: {text('message')}"
 
 
 def activate(client, matrix, container: str | None, pid: str | None, mode: str, timeout: float,
