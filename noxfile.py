@@ -5,6 +5,7 @@
   nox -s conformance-3.13-fp  real perf inside that image (builds it if needed)
   nox -s tests                unit tests + the smoke cells (what CI runs)
   nox -s unit                 unit tests of the driver only (no Docker)
+  nox -s fuzz                 the parsers of untrusted files fuzzed for about ten minutes (hypothesis)
   nox -s profile -- 3.13-fp -- script.py ARGS   your program under real perf, outputs in ./perf-profile/
   nox -s doctor               can this machine run the default job? (each problem with its fix)
   nox -s pin -- --check       list the recipes' pins that python.org has a newer release of
@@ -16,6 +17,8 @@
   nox -s deb-check            is each deb lane on the archive's newest revision? (exit 1: one is behind)
 """
 
+import os
+import random
 import sys
 from pathlib import Path
 
@@ -62,6 +65,17 @@ def _install_signature_checker(session):
         session.log(f"sigstore not installed: {failed[-1]}")
 
 
+def _install_fuzzer(session):
+    """hypothesis (pyproject's fuzz extra) for tests/record/test_fuzz_parsers.py; where it cannot be installed the
+    session goes on and those tests skip, saying why (never pass)."""
+    out = session.run("python", "-m", "pip", "install", "-q", "-e", ".[fuzz]", silent=True,
+                      success_codes=range(256))
+    failed = [line for line in (out or "").splitlines() if line.startswith("ERROR")]
+    if failed:
+        session.env["CPYTHON_PERF_FUZZ_INSTALL"] = failed[-1][:300]
+        session.log(f"hypothesis not installed: {failed[-1]}")
+
+
 def _driver(session, *args):
     session.run("python", "-m", "cpython_perf", *args, external=False)
 
@@ -87,7 +101,28 @@ def unit(session):
     _install(session)
     _install_workflow_linters(session)
     _install_signature_checker(session)
+    _install_fuzzer(session)
     _pytest(session, "tests", "-q", "-m", "not container")
+
+
+# Examples per property in nox -s fuzz (the unit run's default is test_fuzz_parsers.EXAMPLES_DEFAULT): about ten
+# minutes on two cores
+FUZZ_EXAMPLES = 12000
+
+
+@nox.session(default=False)
+def fuzz(session):
+    """The parsers of files someone else wrote (jitdumps, perf maps, /proc/<pid>/maps, perf.data, perf script
+    text) fuzzed with FUZZ_EXAMPLES examples a property, about ten minutes on 2 cores: tests/record/
+    test_fuzz_parsers.py.  The seed is printed first (set CPYTHON_PERF_FUZZ_SEED to run the same inputs again);
+    a failure prints its input.  Arguments go to pytest."""
+    session.install("-q", "-e", ".[fuzz]")   # here a missing hypothesis fails the session: the tests would skip
+    seed = os.environ.get("CPYTHON_PERF_FUZZ_SEED") or str(random.SystemRandom().randrange(1 << 32))
+    session.log(f"seed {seed} (CPYTHON_PERF_FUZZ_SEED={seed} nox -s fuzz draws these inputs again)")
+    session.run("python", "-m", "pytest", "tests/record/test_fuzz_parsers.py", "-q", "-ra",
+                "--hypothesis-show-statistics", *session.posargs,
+                env={"CPYTHON_PERF_FUZZ_SEED": seed,
+                     "CPYTHON_PERF_FUZZ_EXAMPLES": os.environ.get("CPYTHON_PERF_FUZZ_EXAMPLES", str(FUZZ_EXAMPLES))})
 
 
 @nox.session(default=False)
@@ -104,6 +139,7 @@ def tests(session):
     _install(session)
     _install_workflow_linters(session)
     _install_signature_checker(session)
+    _install_fuzzer(session)
     cells = [arg for name in MATRIX.smoke_cells for arg in ("--cell", name)]
     # CPython's own regression tests (minutes a cell) run in conformance-<cell>, not in CI's smoke run
     _pytest(session, "tests", "conformance", *cells, "-m", "not upstream_regression", "-ra",

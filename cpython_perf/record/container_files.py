@@ -48,6 +48,7 @@ from .untrusted_files import CHUNK, ForeignRoot, PrivateDir, Refused
 MAP_NAME = re.compile(r"^perf-(\d+)\.map$")
 DUMP_NAME = re.compile(r"^jit-(\d+)\.dump$")
 JITDUMP_HEADER_SIZE = 40
+JITDUMP_HEADER_LIMIT = 4096   # a header that says it is longer is taken as this long
 JITDUMP_HEADER_PID = 20        # u32 magic, version, total_size, elf_mach, pad1, then u32 pid
 JITDUMP_RECORD_HEADER = struct.Struct("<IIQ")   # id, total_size, timestamp
 JIT_CODE_LOAD, JIT_CODE_MOVE = 0, 1             # records whose body starts with u32 pid, u32 tid
@@ -140,10 +141,13 @@ def mapped_files(pid: int, proc: Path = procfs.PROC) -> list[tuple[str, str]]:
     """(permissions, path) of each file mapping of a process, as the kernel names them (paths in its own mount
     namespace); anonymous and special mappings are left out."""
     found = []
-    for line in read_maps(pid, proc).splitlines():
-        parts = line.split(None, 5)
-        if len(parts) == 6 and parts[5].startswith("/"):
-            found.append((parts[1], parts[5].strip()))
+    # one line a mapping: the kernel escapes \n in a file name and nothing else, so only \n ends a line
+    for line in read_maps(pid, proc).split("\n"):
+        parts = line.split(" ", 5)
+        if len(parts) == 6:
+            path = parts[5].lstrip(" ")   # the kernel pads the path's column with spaces
+            if path.startswith("/"):
+                found.append((parts[1], path))
     return found
 
 
@@ -203,10 +207,14 @@ def rewrite_jitdump(data: bytes, offset: int, pid: int) -> tuple[bytes, int]:
     if offset == 0:
         if len(data) < JITDUMP_HEADER_SIZE:
             return b"", 0
-        header = bytearray(data[:JITDUMP_HEADER_SIZE])
+        # the header's total_size says where the records start (perf's reader skips to it); at least 40 bytes
+        size = max(JITDUMP_HEADER_SIZE, min(struct.unpack_from("<I", data, 8)[0], JITDUMP_HEADER_LIMIT))
+        if len(data) < size:
+            return b"", 0
+        header = bytearray(data[:size])
         struct.pack_into("<I", header, JITDUMP_HEADER_PID, pid)
         out += header
-        at = JITDUMP_HEADER_SIZE
+        at = size
     while at + JITDUMP_RECORD_HEADER.size <= len(data):
         kind, size, _ = JITDUMP_RECORD_HEADER.unpack_from(data, at)
         if size < JITDUMP_RECORD_HEADER.size or at + size > len(data):

@@ -52,25 +52,43 @@ mapping would otherwise replace the maps of the arenas it merges with -- both as
 else is copied byte for byte; the feature sections that follow the data move with it.  No JIT_CODE_DEBUG_INFO
 (line tables): CPython writes none.
 
+Files someone else wrote.  The dumps and the directories they are in belong to the profiled processes (a
+container's /tmp under --root, or a /tmp shared with other users), and the injector may run as root.  A dump
+is opened without following a link or blocking, and only a regular file of at most DUMP_LIMIT (2 GiB) is read:
+under a --root other than / through untrusted_files.ForeignRoot (every component of its path resolved inside
+the root, as the container's own processes resolve it), under / with untrusted_files.open_private_file.  A
+link, a FIFO, a device or a bigger file raises JitInjectError saying so.  Each ELF file is made new in its
+dump's directory, opened the same way: a file of a random name created there with O_CREAT | O_EXCL |
+O_NOFOLLOW, relative to the directory's descriptor, then renamed over its name in that directory (a link
+someone made under the name is replaced by the rename, never followed).  Every size and count the dump and
+the recording declare is checked against the bytes that hold it before it is used; an ELF file bigger than
+ELF_LIMIT (512 MiB: an arena spanning that much is not CPython's) is refused.  A malformed dump or recording
+raises JitInjectError naming the file, the offset and what is wrong.
+
 Limits (each raises JitInjectError: with --fallback-perf, perf inject --jit is run instead): a recording in
 another byte order, compressed (perf record -z) or piped; without `-k 1` (CLOCK_MONOTONIC, as perf inject
 --jit requires) or sample_id_all; a jitdump with architecture timestamps (TSC), or unwinding info whose CIE
 has augmentations other than `zR`.
 
-Stdlib only, one file, no imports from the rest of the driver: it runs in the recording's container with the
-profiled interpreter (perf_jit exists from 3.12 on), as well as on the host under the driver.
+Stdlib only, one file: it runs in the recording's container with the profiled interpreter (perf_jit exists
+from 3.12 on), as well as on the host under the driver.  Its one import from the driver, untrusted_files, is
+taken where it is there (in the package); run as a file of its own, it opens files by the same rules with the
+stdlib alone, without openat2: under a --root other than / every component of a path is opened by itself with
+O_NOFOLLOW (a link anywhere in the path is refused), under / the last one.
 """
 
 from __future__ import annotations
 
 import argparse
 import bisect
+import errno
 import os
 import re
 import struct
 import subprocess
+import secrets
+import stat
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 
@@ -122,8 +140,231 @@ STB_LOCAL, STT_FUNC = 0, 2
 CODE_ALIGN = 16
 
 
+DUMP_LIMIT = 2 << 30     # bytes of a jitdump read (-X perf_jit writes about 413 bytes a code object)
+ELF_LIMIT = 512 << 20    # bytes of one arena's ELF (CPython's trampolines take 0x110 bytes each: 2 million of them)
+LEB128_LIMIT = 10        # bytes of a LEB128 number in unwinding info (64 bits)
+
+
 class JitInjectError(ValueError):
     """An input this injector does not handle (perf inject --jit may: see the module's Limits)."""
+
+
+# ======================================================================= files someone else wrote
+
+READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+
+
+class _Refused(OSError):
+    """untrusted_files.Refused, where the driver's package is not there: what was not opened and why."""
+
+    def __init__(self, path: str, why: str):
+        super().__init__(f"{path}: {why}")
+        self.path, self.why = path, why
+
+
+def _not_regular(st: os.stat_result) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
+        if test(st.st_mode):
+            return f"{name}, not a regular file"
+    return "not a regular file"
+
+
+class _WalkingRoot:
+    """untrusted_files.ForeignRoot's rules with the stdlib alone (no openat2): every component of a path opened
+    by itself, relative to the one before, with O_NOFOLLOW; a link or `..` anywhere in the path is refused."""
+
+    def __init__(self, root: str):
+        self.root = root
+        self.fd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def _open(self, path: str, flags: int) -> int:
+        parts = [part for part in path.split("/") if part not in ("", ".")]
+        if not parts:
+            raise _Refused(path, "an empty path")
+        if ".." in parts:
+            raise _Refused(path, "a path with '..'")
+        fd = os.dup(self.fd)
+        try:
+            for i, part in enumerate(parts):
+                last = i == len(parts) - 1
+                try:
+                    nxt = os.open(part, (flags if last else os.O_PATH | os.O_DIRECTORY) | os.O_NOFOLLOW | os.O_CLOEXEC,
+                                  dir_fd=fd)
+                except FileNotFoundError:
+                    raise
+                except OSError as exc:
+                    if exc.errno in (errno.ELOOP, errno.ENOTDIR):   # a link where a file or a directory is
+                        raise _Refused(path, "a symbolic link in its path (or a component that is not a directory)") \
+                            from None
+                    raise _Refused(path, exc.strerror or str(exc)) from None
+                os.close(fd)
+                fd = nxt
+            return fd
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def open_regular(self, path: str) -> tuple[int, os.stat_result]:
+        fd = self._open(path, READ_FLAGS)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            raise _Refused(path, _not_regular(st))
+        return fd, st
+
+    def open_dir(self, path: str) -> int:
+        return self._open(path, os.O_RDONLY | os.O_DIRECTORY)
+
+
+def _open_private_file(path: str, limit: int) -> tuple[int, os.stat_result]:
+    """untrusted_files.open_private_file with the stdlib alone (it is that already)."""
+    try:
+        fd = os.open(path, READ_FLAGS)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise _Refused(path, "a symbolic link" if exc.errno == errno.ELOOP else exc.strerror or str(exc)) from None
+    st = os.fstat(fd)
+    why = _not_regular(st) if not stat.S_ISREG(st.st_mode) else (
+        f"{st.st_size} bytes, more than the {limit >> 20} MiB read of such a file" if st.st_size > limit else None)
+    if why:
+        os.close(fd)
+        raise _Refused(path, why)
+    return fd, st
+
+
+try:   # in the driver's package: its rules for the files a container or another user wrote
+    from .untrusted_files import ForeignRoot, Refused, open_private_file
+except ImportError:   # jit_inject.py run as a file of its own (python3 -E jit_inject.py in a container)
+    ForeignRoot, Refused, open_private_file = _WalkingRoot, _Refused, _open_private_file
+
+
+class RootFiles:
+    """The files the recording names, as found under root: its jitdumps read, the ELF files written beside them
+    (see "Files someone else wrote" in the module's docstring).  Paths are the recording's (absolute); root "/"
+    is this machine's own tree."""
+
+    def __init__(self, root: str = "/"):
+        self.root = root or "/"
+        self._foreign = None
+
+    def close(self) -> None:
+        if self._foreign is not None:
+            self._foreign.close()
+            self._foreign = None
+
+    def where(self, path: str) -> str:
+        """path as found under the root (for messages and the summary); a path leading out of it (`..`) is
+        refused."""
+        return _under(self.root, path)
+
+    def foreign(self):
+        """The root, opened once (ForeignRoot; None for "/")."""
+        if self.root == "/":
+            return None
+        if self._foreign is None:
+            try:
+                self._foreign = ForeignRoot(self.root)
+            except OSError as exc:
+                raise JitInjectError(f"--root {self.root}: {exc.strerror or exc}") from None
+        return self._foreign
+
+    def read(self, path: str, limit: int = DUMP_LIMIT) -> bytes:
+        """The bytes of the regular file path (at most limit of them); FileNotFoundError where it is absent,
+        JitInjectError where it is refused (a link, a FIFO, a device, a bigger file) or cannot be read."""
+        where = self.where(path)
+        try:
+            foreign = self.foreign()
+            if foreign is None:
+                fd, st = open_private_file(path, limit)
+            else:
+                fd, st = foreign.open_regular(path)
+                if st.st_size > limit:
+                    os.close(fd)
+                    raise Refused(path, f"{st.st_size} bytes, more than the {limit >> 20} MiB read of such a file")
+        except FileNotFoundError:
+            raise
+        except Refused as exc:
+            raise JitInjectError(f"{where}: refused: {exc.why}") from None
+        except OSError as exc:
+            raise JitInjectError(f"{where}: {exc.strerror or exc}") from None
+        try:
+            parts, at = [], 0
+            while at < st.st_size:   # what the file held when it was opened (a live process may still append)
+                block = os.pread(fd, min(st.st_size - at, 16 << 20), at)
+                if not block:
+                    break
+                parts.append(block)
+                at += len(block)
+            return b"".join(parts)
+        except OSError as exc:
+            raise JitInjectError(f"{where}: {exc.strerror or exc}") from None
+        finally:
+            os.close(fd)
+
+    def _open_dir(self, directory: str) -> int:
+        foreign = self.foreign()
+        if foreign is None:
+            # the path as the kernel named the dump's mapping (no link in it then): its last component not followed
+            return os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        if directory.strip("/") == "":
+            return os.dup(foreign.fd)
+        return foreign.open_dir(directory)
+
+    def write_new(self, path: str, data: bytes) -> os.stat_result:
+        """path (in the recording's tree) with data, as a new file of its own (mode 0644, readable by whoever
+        reads the recording, as perf inject's files are): a file of a random name created O_EXCL | O_NOFOLLOW in
+        path's directory (never a file someone else made, in a shared /tmp), then renamed over path's name in
+        that directory (a link there is replaced, not followed).  Its stat; JitInjectError where it cannot be
+        made."""
+        where = self.where(path)
+        directory, name = os.path.split(path)
+        try:
+            dir_fd = self._open_dir(directory or "/")
+        except Refused as exc:
+            raise JitInjectError(f"{where}: its directory is refused: {exc.why}") from None
+        except OSError as exc:
+            why = "a symbolic link" if exc.errno == errno.ELOOP else exc.strerror or str(exc)
+            raise JitInjectError(f"{where}: its directory is refused: {why}") from None
+        tmp = None
+        try:
+            for _attempt in range(100):
+                candidate = f".jit-inject-{secrets.token_hex(8)}.tmp"
+                try:
+                    fd = os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                                 0o600, dir_fd=dir_fd)
+                except FileExistsError:
+                    continue
+                tmp = candidate
+                break
+            else:
+                raise JitInjectError(f"{where}: no free temporary name in its directory")
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fchmod(fd, 0o644)
+                st = os.fstat(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            tmp = None
+            return st
+        except OSError as exc:
+            raise JitInjectError(f"{where}: {exc.strerror or exc}") from None
+        finally:
+            if tmp is not None:
+                try:
+                    os.unlink(tmp, dir_fd=dir_fd)
+                except OSError:
+                    pass
+            os.close(dir_fd)
 
 
 # ======================================================================= the jitdump
@@ -159,26 +400,28 @@ class Jitdump:
     loads: list[CodeLoad]
 
 
-def _leb128(data: bytes, p: int, signed: bool = False) -> tuple[int, int]:
-    """The LEB128 number at data[p] and the position after it."""
+def _leb128(data: bytes, p: int, end: int, signed: bool = False) -> tuple[int, int]:
+    """The LEB128 number at data[p] (within data[:end]) and the position after it."""
     value = shift = 0
-    while True:
-        byte = data[p]
-        p += 1
+    for q in range(p, min(end, p + LEB128_LIMIT)):
+        byte = data[q]
         value |= (byte & 0x7F) << shift
         shift += 7
         if byte < 0x80:
             if signed and byte & 0x40:
                 value -= 1 << shift
-            return value, p
+            return value, q + 1
+    if end - p >= LEB128_LIMIT:
+        raise JitInjectError(f"a LEB128 number of more than {LEB128_LIMIT} bytes (64 bits) at {p}")
+    raise JitInjectError(f"a LEB128 number at {p} runs past the end of its entry")
 
 
-def _uleb(data: bytes, p: int) -> tuple[int, int]:
-    return _leb128(data, p)
+def _uleb(data: bytes, p: int, end: int) -> tuple[int, int]:
+    return _leb128(data, p, end)
 
 
-def _sleb(data: bytes, p: int) -> tuple[int, int]:
-    return _leb128(data, p, signed=True)
+def _sleb(data: bytes, p: int, end: int) -> tuple[int, int]:
+    return _leb128(data, p, end, signed=True)
 
 
 def _uleb_bytes(value: int) -> bytes:
@@ -208,7 +451,8 @@ _ENCODED_SIZE = {0x00: 8, 0x02: 2, 0x03: 4, 0x04: 8, 0x0A: 2, 0x0B: 4, 0x0C: 8}
 
 def parse_eh_frame(data: bytes) -> tuple[Cie, bytes, int, int]:
     """The CIE and the first FDE's instructions of an .eh_frame as CPython writes it (one CIE, one FDE), and
-    where the FDE's pc_begin and pc_range are (their offset, the size of each)."""
+    where the FDE's pc_begin and pc_range are (their offset, the size of each).  Every field is read within
+    its entry: JitInjectError says which one does not fit."""
     cie: Cie | None = None
     cie_encoding = 0
     augmented = False
@@ -221,26 +465,38 @@ def parse_eh_frame(data: bytes) -> tuple[Cie, bytes, int, int]:
             raise JitInjectError("64-bit DWARF .eh_frame in the jitdump's unwinding info")
         start, end = p + 4, p + 4 + length
         if end > len(data):
-            raise JitInjectError("unwinding info cut short")
+            raise JitInjectError(f"unwinding info cut short: the .eh_frame entry at {p} declares {length} bytes, "
+                                 f"{len(data) - start} follow")
+        if length < 4:
+            raise JitInjectError(f"an .eh_frame entry of {length} bytes at {p}, too short for its CIE id or pointer")
         entry_id = struct.unpack_from("<I", data, start)[0]
         if entry_id == 0:   # a CIE
+            if start + 5 >= end:
+                raise JitInjectError(f"the CIE at {p} ({length} bytes) is too short for its version and augmentation")
             version = data[start + 4]
-            q = data.index(b"\0", start + 5)
+            q = data.find(b"\0", start + 5, end)
+            if q < 0:
+                raise JitInjectError(f"the CIE at {p}: its augmentation string runs past its end (no NUL)")
             augmentation = data[start + 5:q]
             q += 1
             if augmentation not in (b"", b"zR"):
                 raise JitInjectError(f"CIE augmentation {augmentation!r} (only zR is written again)")
-            code_align, q = _uleb(data, q)
-            data_align, q = _sleb(data, q)
+            code_align, q = _uleb(data, q, end)
+            data_align, q = _sleb(data, q, end)
             if version == 1:
+                if q >= end:
+                    raise JitInjectError(f"the CIE at {p}: its return address register runs past its end")
                 ra, q = data[q], q + 1
             else:
-                ra, q = _uleb(data, q)
+                ra, q = _uleb(data, q, end)
             if ra > 255:
                 raise JitInjectError(f"return address register {ra}")
             augmented = augmentation.startswith(b"z")
             if augmented:
-                length_aug, q = _uleb(data, q)
+                length_aug, q = _uleb(data, q, end)
+                if q + length_aug > end:
+                    raise JitInjectError(f"the CIE at {p}: its augmentation data ({length_aug} bytes) runs past its "
+                                         "end")
                 cie_encoding = data[q] if length_aug else 0
                 q += length_aug
             cie = Cie(code_align, data_align, ra, data[q:end].rstrip(b"\0"))
@@ -251,68 +507,106 @@ def parse_eh_frame(data: bytes) -> tuple[Cie, bytes, int, int]:
             if size is None:
                 raise JitInjectError(f"FDE pointer encoding {cie_encoding:#x}")
             q = start + 4 + 2 * size
+            if q > end:
+                raise JitInjectError(f"the FDE at {p} ({length} bytes) is too short for its pc_begin and pc_range")
             if augmented:
-                length_aug, q = _uleb(data, q)
+                length_aug, q = _uleb(data, q, end)
+                if q + length_aug > end:
+                    raise JitInjectError(f"the FDE at {p}: its augmentation data ({length_aug} bytes) runs past its "
+                                         "end")
                 q += length_aug
             return cie, data[q:end].rstrip(b"\0"), start + 4, size
         p = end
     raise JitInjectError("unwinding info without an FDE")
 
 
-def read_jitdump(path: str) -> Jitdump:
+def read_jitdump(path: str, files: RootFiles | None = None) -> Jitdump:
+    """The code loads of the jitdump at path (in files' root: this machine's own tree by default), read as
+    RootFiles reads a file someone else wrote (a link, a FIFO, a device or a file of more than DUMP_LIMIT,
+    2 GiB, raises JitInjectError saying so; an absent one FileNotFoundError); see parse_jitdump."""
+    files = files or RootFiles("/")
+    return parse_jitdump(files.read(path), files.where(path))
+
+
+def parse_jitdump(raw: bytes, name: str = "the jitdump") -> Jitdump:
     """The code loads of a jitdump, in its order (time order), each with the unwinding info written before it
     (JIT_CODE_UNWINDING_INFO applies to the next JIT_CODE_LOAD).  A JIT_CODE_MOVE is a load of the moved code
-    at its new address.  A record cut short at the end (the process died while writing) ends the dump."""
-    with open(path, "rb") as f:
-        raw = f.read()
+    at its new address.  A record cut short at the end (the process died while writing), or one whose size is
+    less than its header's (zeros where a write failed), ends the dump; a whole record whose fields do not fit
+    in it, or declare more bytes than it holds, raises JitInjectError (name: the dump, in the message)."""
     if len(raw) < JITDUMP_HEADER.size:
-        raise JitInjectError(f"{path}: not a jitdump (too short)")
+        raise JitInjectError(f"{name}: not a jitdump (too short)")
     magic, _version, header_size, elf_mach, _pad, pid, _ts, flags = JITDUMP_HEADER.unpack_from(raw)
     if magic != JITDUMP_MAGIC:
-        raise JitInjectError(f"{path}: not a little-endian jitdump (magic {magic:#x})")
+        raise JitInjectError(f"{name}: not a little-endian jitdump (magic {magic:#x})")
+    if header_size < JITDUMP_HEADER.size:
+        raise JitInjectError(f"{name}: its header declares {header_size} bytes, less than its "
+                             f"{JITDUMP_HEADER.size} bytes of fields")
     if flags & JITDUMP_FLAGS_ARCH_TIMESTAMP:
-        raise JitInjectError(f"{path}: architecture timestamps (TSC) are not converted here")
+        raise JitInjectError(f"{name}: architecture timestamps (TSC) are not converted here")
+    if elf_mach > 0xFFFF:
+        raise JitInjectError(f"{name}: ELF machine {elf_mach} (e_machine has 16 bits)")
     loads: list[CodeLoad] = []
     by_index: dict[int, CodeLoad] = {}
     pending: tuple[Cie, bytes] | None = None
     cies: dict[Cie, Cie] = {}
     # every trampoline's unwinding info is the same but for the FDE's pc_begin (and pc_range): parsed once
-    shapes: dict[bytes, tuple[Cie, bytes]] = {}
+    shapes: dict[tuple[int, int, bytes], tuple[Cie, bytes]] = {}
     pc_at = pc_size = 0
     p = header_size
     while p + JIT_RECORD.size <= len(raw):
         kind, size, ts = JIT_RECORD.unpack_from(raw, p)
         if size < JIT_RECORD.size or p + size > len(raw):
             break
-        body = p + JIT_RECORD.size
+        body, end = p + JIT_RECORD.size, p + size
         if kind == JIT_CODE_LOAD:
+            if body + CODE_LOAD.size >= end:
+                raise JitInjectError(f"{name}: the code load at {p} ({size} bytes) is too short for its fields")
             lpid, tid, _vma, addr, code_size, index = CODE_LOAD.unpack_from(raw, body)
-            q = raw.index(b"\0", body + CODE_LOAD.size)
-            name = raw[body + CODE_LOAD.size:q]
-            code = raw[q + 1:q + 1 + code_size]
-            load = CodeLoad(ts, lpid, tid, addr, code_size, index, name, code)
+            q = raw.find(b"\0", body + CODE_LOAD.size, end)
+            if q < 0:
+                raise JitInjectError(f"{name}: the code load at {p}: its name runs past the record's end (no NUL)")
+            if code_size > end - (q + 1):
+                raise JitInjectError(f"{name}: the code load at {p} declares {code_size} bytes of code, its record "
+                                     f"holds {end - (q + 1)}")
+            load = CodeLoad(ts, lpid, tid, addr, code_size, index, raw[body + CODE_LOAD.size:q],
+                            raw[q + 1:q + 1 + code_size])
             if pending is not None:
                 load.cie, load.fde_instructions = pending
                 pending = None
             loads.append(load)
             by_index[index] = load
         elif kind == JIT_CODE_MOVE:
+            if body + CODE_MOVE.size > end:
+                raise JitInjectError(f"{name}: the code move at {p} ({size} bytes) is too short for its fields")
             lpid, tid, _vma, _old, new, code_size, index = CODE_MOVE.unpack_from(raw, body)
             old = by_index.get(index)
             if old is not None:
+                if code_size > len(old.code):
+                    raise JitInjectError(f"{name}: the code move at {p} declares {code_size} bytes of code, the "
+                                         f"load it moves has {len(old.code)}")
                 moved = CodeLoad(ts, lpid, tid, new, code_size, index, old.name, old.code[:code_size], old.cie,
                                  old.fde_instructions)
                 loads.append(moved)
                 by_index[index] = moved
         elif kind == JIT_CODE_UNWINDING_INFO:
+            if body + UNWINDING_INFO.size > end:
+                raise JitInjectError(f"{name}: the unwinding info at {p} ({size} bytes) is too short for its fields")
             unwind_size, hdr_size, _mapped = UNWINDING_INFO.unpack_from(raw, body)
-            data = raw[body + UNWINDING_INFO.size:body + UNWINDING_INFO.size + unwind_size - hdr_size]
-            key = data[:pc_at] + data[pc_at + 2 * pc_size:] if pc_size else None
+            at = body + UNWINDING_INFO.size
+            if hdr_size > unwind_size or unwind_size > end - at:
+                raise JitInjectError(f"{name}: the unwinding info at {p} declares {unwind_size} bytes ({hdr_size} of "
+                                     f".eh_frame_hdr), its record holds {end - at}")
+            data = raw[at:at + unwind_size - hdr_size]
+            key = (pc_at, pc_size, data[:pc_at] + data[pc_at + 2 * pc_size:]) if pc_size else None
             pending = shapes.get(key) if key is not None else None
             if pending is None:
-                cie, instructions, pc_at, pc_size = parse_eh_frame(data)
+                try:
+                    cie, instructions, pc_at, pc_size = parse_eh_frame(data)
+                except JitInjectError as exc:
+                    raise JitInjectError(f"{name}: the unwinding info at {p}: {exc}") from None
                 pending = (cies.setdefault(cie, cie), instructions)
-                shapes[data[:pc_at] + data[pc_at + 2 * pc_size:]] = pending
+                shapes[(pc_at, pc_size, data[:pc_at] + data[pc_at + 2 * pc_size:])] = pending
         elif kind == JIT_CODE_CLOSE:
             break
         p += size
@@ -512,6 +806,12 @@ def plan_layout(arena: Arena) -> Layout:
         overlay.offset = offset
         offset += _align(max(overlay.load.size, 1), CODE_ALIGN)
     lay.text = _align(offset, CODE_ALIGN)
+    size = lay.text + arena.end - arena.start
+    if size > ELF_LIMIT:
+        raise JitInjectError(f"the arena at {arena.start:#x} would be an ELF of {size >> 20} MiB "
+                             f"({arena.end - arena.start} bytes of span, {len(arena.overlays)} reused slots), more "
+                             f"than the {ELF_LIMIT >> 20} MiB made of one (its code loads are too far apart, or too "
+                             "many at one address)")
     arena.layout = lay
     return lay
 
@@ -648,9 +948,19 @@ def _sample_id(rec: Recording, pid: int, tid: int, ts: int) -> bytes:
     return out
 
 
+def _section(path: str, what: str, offset: int, size: int, file_size: int) -> None:
+    """A section the header declares must lie in the file."""
+    if offset + size > file_size:
+        raise JitInjectError(f"{path}: its {what} ({size} bytes at {offset}) run past the end of the file "
+                             f"({file_size} bytes)")
+
+
 def read_recording(path: str, chunk: int = 64 << 20) -> Recording:
-    """The layout of a perf.data file, its jitdump mmaps and each process's executable mappings."""
+    """The layout of a perf.data file, its jitdump mmaps and each process's executable mappings.  Every
+    section, record and field is checked against the bytes that hold it: JitInjectError says which does not
+    fit."""
     with open(path, "rb") as f:
+        file_size = os.fstat(f.fileno()).st_size
         head = f.read(PERF_HEADER.size)
         if len(head) < PERF_HEADER.size or head[:8] != PERF_MAGIC:
             raise JitInjectError(f"{path}: not a perf.data file in this byte order (perf record -o - output, or "
@@ -659,11 +969,27 @@ def read_recording(path: str, chunk: int = 64 << 20) -> Recording:
         attr_size, attrs_offset, attrs_size, data_offset, data_size = fields[2:7]
         if data_size == 0:
             raise JitInjectError(f"{path}: its data size is 0 (perf record still writing, or killed)")
+        if data_offset < PERF_HEADER.size:
+            raise JitInjectError(f"{path}: its data section starts at {data_offset}, inside the header")
+        _section(path, "data", data_offset, data_size, file_size)
+        _section(path, "event attributes", attrs_offset, attrs_size, file_size)
         features = sum(bin(word).count("1") for word in fields[9:13])
+        data_end = data_offset + data_size
+        _section(path, "feature table", data_end, 16 * features, file_size)
+        f.seek(data_end)
+        table = f.read(16 * features)
+        for i in range(features):   # they follow the data, and move with it: each must be there
+            offset, size = struct.unpack_from("<QQ", table, 16 * i)
+            if offset < data_end or offset + size > file_size:
+                raise JitInjectError(f"{path}: its feature section {i} ({size} bytes at {offset}) is not in the file "
+                                     f"after the data (which ends at {data_end})")
+        if attr_size <= 16 or attrs_size < attr_size:
+            raise JitInjectError(f"{path}: no event attributes")
+        if attr_size < ATTR_CLOCKID + 4 + 16:
+            raise JitInjectError(f"{path}: event attributes of {attr_size - 16} bytes, without a clockid (a perf "
+                                 "older than -k)")
         f.seek(attrs_offset)
         attrs = f.read(attrs_size)
-        if attr_size <= 16 or not attrs:
-            raise JitInjectError(f"{path}: no event attributes")
         sample_types = set()
         first_id = 0
         for i in range(attrs_size // attr_size):
@@ -679,6 +1005,7 @@ def read_recording(path: str, chunk: int = 64 << 20) -> Recording:
             if i == 0:
                 ids_offset, ids_size = struct.unpack_from("<QQ", entry, attr_size - 16)
                 if ids_size >= 8:
+                    _section(path, "first event id", ids_offset, 8, file_size)
                     f.seek(ids_offset)
                     first_id = struct.unpack("<Q", f.read(8))[0]
         if len(sample_types) != 1:
@@ -689,6 +1016,7 @@ def read_recording(path: str, chunk: int = 64 << 20) -> Recording:
         # a record's time, from the end of its sample_id trailer: after it come ID, STREAM_ID, CPU, IDENTIFIER
         time_from_end = 8 + 8 * sum(1 for bit in (SAMPLE_ID, SAMPLE_STREAM_ID, SAMPLE_CPU, SAMPLE_IDENTIFIER)
                                     if sample_type & bit)
+        trailer = time_from_end + (8 if sample_type & SAMPLE_TID else 0)   # the whole sample_id
         # perf reads the records in rounds: at each FINISHED_ROUND it delivers, in time order, what it holds up
         # to the latest time seen before the previous one.  rounds: (offset, that time) of each.
         rounds: list[tuple[int, int]] = []
@@ -698,39 +1026,52 @@ def read_recording(path: str, chunk: int = 64 << 20) -> Recording:
         exec_maps: dict[int, list[tuple[int, int]]] = {}
         all_maps: list[tuple[int, int]] = []
         anon_maps: list[tuple[int, int, int, int]] = []
-        at, end = data_offset, data_offset + data_size
+        at, end = data_offset, data_end
         buf, buf_at = b"", data_offset
         while at < end:
+            if at + RECORD_HEADER.size > end:
+                raise JitInjectError(f"{path}: a record header at {at} cut short by the end of the data ({end})")
             if at + RECORD_HEADER.size > buf_at + len(buf):
                 f.seek(at)
                 buf, buf_at = f.read(min(chunk, end - at)), at
+            if at + RECORD_HEADER.size > buf_at + len(buf):
+                raise JitInjectError(f"{path}: cut short at {at} while reading (the file shrank)")
             kind, misc, size = RECORD_HEADER.unpack_from(buf, at - buf_at)
             if size < RECORD_HEADER.size:
                 raise JitInjectError(f"{path}: a record of size {size} at {at}")
+            if at + size > end:
+                raise JitInjectError(f"{path}: the record at {at} ({size} bytes) runs past the end of the data ({end})")
             if kind in (RECORD_COMPRESSED, RECORD_COMPRESSED2):
                 raise JitInjectError(f"{path} holds compressed records (perf record -z): record without -z")
             if at + size > buf_at + len(buf):
                 f.seek(at)
                 buf, buf_at = f.read(max(size, min(chunk, end - at))), at
+                if size > len(buf):
+                    raise JitInjectError(f"{path}: cut short at {at} while reading (the file shrank)")
             if kind < USER_RECORDS:     # the kernel's records carry their time (samples in their body)
-                if kind == RECORD_SAMPLE:
-                    latest = max(latest, struct.unpack_from("<Q", buf, at - buf_at + sample_time_at)[0])
-                else:
-                    latest = max(latest, struct.unpack_from("<Q", buf, at - buf_at + size - time_from_end)[0])
+                time_at = sample_time_at if kind == RECORD_SAMPLE else size - time_from_end
+                if time_at < RECORD_HEADER.size or time_at + 8 > size:
+                    raise JitInjectError(f"{path}: a record of type {kind} at {at} ({size} bytes) is too short for its "
+                                         "time")
+                latest = max(latest, struct.unpack_from("<Q", buf, at - buf_at + time_at)[0])
             elif kind == RECORD_FINISHED_ROUND:
                 rounds.append((at, flushed))
                 flushed = latest
             if kind in (RECORD_MMAP, RECORD_MMAP2):
                 record = buf[at - buf_at:at - buf_at + size]
+                body = MMAP2_BODY if kind == RECORD_MMAP2 else MMAP_BODY
+                name_at = 8 + body.size
+                name_end = record.find(b"\0", name_at, size - trailer)
+                if name_end < 0:
+                    raise JitInjectError(f"{path}: the mmap record at {at} ({size} bytes): its file name runs past "
+                                         "its end (no NUL before its sample_id)")
                 if kind == RECORD_MMAP2:
                     pid, tid, start, length, _pgoff, *_ids, prot, _flags = MMAP2_BODY.unpack_from(record, 8)
-                    name_at = 8 + MMAP2_BODY.size
                     executable = bool(prot & PROT_EXEC)
                 else:
                     pid, tid, start, length, _pgoff = MMAP_BODY.unpack_from(record, 8)
-                    name_at = 8 + MMAP_BODY.size
                     executable = not misc & MISC_MMAP_DATA
-                name = record[name_at:record.index(b"\0", name_at)]
+                name = record[name_at:name_end]
                 ts = struct.unpack_from("<Q", record, size - time_from_end)[0]
                 m = JITDUMP_NAME.search(name)
                 if m:
@@ -785,6 +1126,8 @@ def write_recording(rec: Recording, out_path: str, replacements: dict[int, tuple
         _copy_range(src, dst, at, data_end - at)
         src.seek(data_end)
         table = bytearray(src.read(rec.features * 16))
+        if len(table) < rec.features * 16:
+            raise JitInjectError(f"{rec.path}: cut short at its feature table while copying")
         for i in range(rec.features):   # each feature's {offset, size}: the features follow the data, so they move
             offset, size = struct.unpack_from("<QQ", table, i * 16)
             struct.pack_into("<QQ", table, i * 16, offset + delta, size)
@@ -821,9 +1164,21 @@ def _under(root: str, path: str) -> str:
 
 def inject(in_path: str, out_path: str, root: str = "/") -> Summary:
     """perf.data in_path -> out_path with the code of every jitdump it maps given to perf as one ELF per arena.
-    root: where the paths the recording names are found (the directory a container's / is at; "/" inside it).
+    root: where the paths the recording names are found (the directory a container's / is at; "/" inside it),
+    each resolved inside it (see "Files someone else wrote" in the module's docstring: a link in a dump's path
+    leading out of the root leads nowhere, and a root whose tmp/ is a link to a directory beside it has its
+    dumps refused: give the directory that holds tmp/ itself).  A dump that is absent, or named by a relative
+    path, is left as it is (a warning in the summary); one refused, or malformed, raises JitInjectError.
     """
     rec = read_recording(in_path)
+    files = RootFiles(root)
+    try:
+        return _inject(rec, out_path, files)
+    finally:
+        files.close()
+
+
+def _inject(rec: Recording, out_path: str, files: RootFiles) -> Summary:
     summary = Summary()
     removals: dict[int, int] = {}       # offset -> size of a record left out
     insertions: list[tuple[int, bytes]] = []
@@ -835,9 +1190,12 @@ def inject(in_path: str, out_path: str, root: str = "/") -> Summary:
             removals[at] = size                 # a second mmap of a dump already injected
             continue
         done.add((pid, name))
-        dump_path = name.decode()
+        dump_path = os.fsdecode(name)   # a path as the kernel named it: any bytes but NUL
+        if not dump_path.startswith("/"):
+            summary.warnings.append(f"{dump_path!r}: not an absolute path (left as it is)")
+            continue
         try:
-            dump = read_jitdump(_under(root, dump_path))
+            dump = read_jitdump(dump_path, files)
         except FileNotFoundError:
             summary.warnings.append(f"{dump_path}: not found (left as it is)")
             continue
@@ -852,15 +1210,17 @@ def inject(in_path: str, out_path: str, root: str = "/") -> Summary:
             arena.layout.unwind_at = place_unwind_tables(arena, taken)
             at_ = arena.layout.unwind_at
             taken = merge_intervals(taken + [(at_, at_ + arena.layout.unwind_end)])
-            arena.path = f"{directory}/jit-{dump.pid}-arena-{k}.so"
-            arena.file = _under(root, arena.path)
+            arena.path = f"{directory.rstrip('/')}/jit-{dump.pid}-arena-{k}.so"
+            arena.file = files.where(arena.path)
+            encoded = os.fsencode(arena.path)
+            if len(encoded) > 0xFFFF - 256:
+                raise JitInjectError(f"{dump_path[:80]!r}...: a path of {len(encoded)} bytes, too long for an mmap "
+                                     "record")
             image, warnings = elf_image(arena, dump.elf_mach)
             summary.warnings += warnings
-            write_new_file(arena.file, image)
-            st = os.stat(arena.file)
+            st = files.write_new(arena.path, image)
             summary.files.append(arena.file)
             summary.elf_bytes += len(image)
-            encoded = arena.path.encode()
             tid, t0, lay = arena.first[0].tid, arena.first_time, arena.layout
             events.append((t0, mmap2_record(rec, pid, tid, t0, lay.unwind_at, lay.unwind_end, 0, encoded, st)))
             events.append((t0, mmap2_record(rec, pid, tid, t0, arena.start, arena.end - arena.start, lay.text,
@@ -889,24 +1249,6 @@ def inject(in_path: str, out_path: str, root: str = "/") -> Summary:
         replacements[position] = (size, b"".join(records))
     write_recording(rec, out_path, replacements)
     return summary
-
-
-def write_new_file(path: str, data: bytes) -> None:
-    """path with data, made as a new file of its own: a file of a random name made with O_EXCL beside it (never
-    a name someone else made, in a shared /tmp), then renamed over path (a symlink there is replaced, not
-    followed)."""
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".jit-inject-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)   # readable by whoever reads the recording, as perf inject's files are
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def add_arguments(p) -> None:

@@ -531,8 +531,8 @@ def run(matrix, args, log=print, client=None, started: threading.Event | None = 
 
 def inject_jit(runner: PerfRunner, out: Path, host: bool, log=print) -> None:
     """DIR/perf.jit.data from DIR/perf.data: the trampolines' symbols and unwind tables in one ELF per arena
-    (jit_inject, run here over DIR/root, whose tmp/ is DIR/tmp: the dumps, and the ELF files beside them,
-    where the reading perf's --symfs finds them), or perf inject --jit where the reading perf unwinds without
+    (jit_inject, run here with DIR as the root: the recording's /tmp/jit-PID.dump is DIR/tmp's, and the ELF
+    files beside the dumps are where the reading perf's --symfs DIR/root finds them, through DIR/root/tmp), or perf inject --jit where the reading perf unwinds without
     libunwind or the injector cannot read the recording; each says why."""
     _, options = runner.read(["perf", "version", "--build-options"])
     why = None
@@ -541,7 +541,7 @@ def inject_jit(runner: PerfRunner, out: Path, host: bool, log=print) -> None:
     else:
         started = time.monotonic()
         try:
-            summary = jit_inject.inject(str(out / PERF_DATA), str(out / JIT_DATA), root=str(out / OBJECTS))
+            summary = jit_inject.inject(str(out / PERF_DATA), str(out / JIT_DATA), root=str(out))
         except jit_inject.JitInjectError as exc:
             why = str(exc)
         else:

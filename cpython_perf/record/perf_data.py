@@ -17,12 +17,18 @@ Two uses:
   it has exited, perf inject cannot tell that this is its dump and injects nothing.  Renaming the mmap
   record's file to `jit-<host pid>.dump` (and keeping the dump under that name, which
   `record --container` does) lets perf inject read it after the process is gone.
+
+The file may come from anywhere (a recording another user made, one a container's perf writes): it is
+opened without blocking and only as a regular file, and every section, record and field is checked against
+the bytes that hold it before it is used, so that a malformed file raises PerfDataError naming what does
+not fit.  `pids_named` reads the records a chunk at a time: its memory does not grow with the recording.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,16 +56,43 @@ class Layout:
     features: int         # how many feature sections follow the data
 
 
-def read_layout(head: bytes, file_size: int) -> Layout:
+def read_layout(head: bytes, file_size: int, partial: bool = False) -> Layout:
+    """The layout a perf.data header declares, checked against the file's size.  A data section that runs past
+    the end of the file is refused, or with partial read as far as the file goes (as one still being
+    written)."""
     if len(head) < HEADER.size or head[:8] != MAGIC:
         raise PerfDataError("not a perf.data file (no PERFILE2 magic: an older format, another endianness, "
                             "or perf record -o - output)")
     fields = HEADER.unpack_from(head)
     data_offset, data_size = fields[5], fields[6]
     features = sum(bin(word).count("1") for word in fields[9:13])
+    if data_offset < HEADER.size:
+        raise PerfDataError(f"its data section starts at {data_offset}, inside its {HEADER.size}-byte header")
     if data_size == 0:   # still being written: the records run to the end of the file
         data_size = max(0, file_size - data_offset)
+    elif data_offset + data_size > file_size:
+        if partial:
+            return Layout(data_offset, max(0, file_size - data_offset), features)
+        raise PerfDataError(f"its data section ({data_size} bytes at {data_offset}) runs past the end of the file "
+                            f"({file_size} bytes): cut short")
     return Layout(data_offset, data_size, features)
+
+
+def _open_regular(path: Path):
+    """path (the caller's: a link is followed) opened for reading without blocking: a FIFO or a device is refused,
+    never waited on."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise PerfDataError(f"{path} is not a regular file (a FIFO, a device or a directory): not read")
+    return os.fdopen(fd, "rb")
+
+
+# the pids in a record's body: MMAP, MMAP2 and COMM start with pid, tid; FORK and EXIT with pid, ppid
+_PIDS = {RECORD_COMM: struct.Struct("<I"), RECORD_MMAP: struct.Struct("<I"), RECORD_MMAP2: struct.Struct("<I"),
+         RECORD_FORK: struct.Struct("<II"), RECORD_EXIT: struct.Struct("<II")}
+_NAMES = {RECORD_COMM: "COMM", RECORD_MMAP: "MMAP", RECORD_MMAP2: "MMAP2", RECORD_FORK: "FORK", RECORD_EXIT: "EXIT"}
 
 
 def _records(data: bytes):
@@ -73,23 +106,50 @@ def _records(data: bytes):
         at += size
 
 
-def pids_named(path: Path) -> set[int]:
+def _check_record(path, at: int, kind: int, size: int) -> None:
+    """A record whose pids this module reads must hold them (one too short for its file name is no jitdump's
+    mmap: it is left as it is)."""
+    need = RECORD_HEADER.size + _PIDS[kind].size
+    if size < need:
+        raise PerfDataError(f"{path}: the {_NAMES[kind]} record at {at} ({size} bytes) is too short for its fields "
+                            f"({need} bytes)")
+
+
+def pids_named(path: Path, chunk: int = 1 << 20) -> set[int]:
     """The pids of the processes a perf.data names (COMM, FORK, EXIT, MMAP, MMAP2 records).  Raises
-    PerfDataError for a file whose records are compressed (perf record -z): their pids cannot be read here."""
-    with open(path, "rb") as f:
-        head = f.read(HEADER.size)
-        layout = read_layout(head, os.fstat(f.fileno()).st_size)
-        f.seek(layout.data_offset)
-        data = f.read(layout.data_size)
+    PerfDataError for a file whose records are compressed (perf record -z): their pids cannot be read here;
+    and for one whose header or records do not fit in it.  A data section that runs past the end of the file
+    (a recording copied in part) is read as far as it goes: the pids it names so far."""
     pids: set[int] = set()
-    for at, kind, _size in _records(data):
-        if kind in (RECORD_COMM, RECORD_MMAP, RECORD_MMAP2):
-            pids.add(struct.unpack_from("<I", data, at + 8)[0])
-        elif kind in (RECORD_FORK, RECORD_EXIT):
-            pids.update(struct.unpack_from("<II", data, at + 8))
-        elif kind in (RECORD_COMPRESSED, RECORD_COMPRESSED2):
-            raise PerfDataError(f"{path} holds compressed records (perf record -z): the processes it names "
-                                "cannot be read without perf")
+    with _open_regular(path) as f:
+        try:
+            layout = read_layout(f.read(HEADER.size), os.fstat(f.fileno()).st_size, partial=True)
+        except PerfDataError as exc:
+            raise PerfDataError(f"{path}: {exc}") from None
+        end = layout.data_offset + layout.data_size
+        at = layout.data_offset
+        buf, buf_at = b"", at
+        while at + RECORD_HEADER.size <= end:
+            if at + RECORD_HEADER.size > buf_at + len(buf):
+                f.seek(at)
+                buf, buf_at = f.read(min(chunk, end - at)), at
+                if len(buf) < RECORD_HEADER.size:
+                    break   # the file shrank: what is there was read
+            kind, _misc, size = RECORD_HEADER.unpack_from(buf, at - buf_at)
+            if size < RECORD_HEADER.size or at + size > end:
+                break       # cut short at the end (or zeros where perf record has not written yet)
+            if kind in (RECORD_COMPRESSED, RECORD_COMPRESSED2):
+                raise PerfDataError(f"{path} holds compressed records (perf record -z): the processes it names "
+                                    "cannot be read without perf")
+            if kind in _PIDS:
+                _check_record(path, at, kind, size)
+                if at + size > buf_at + len(buf):   # the whole record in the buffer (a record is < 64 KiB)
+                    f.seek(at)
+                    buf, buf_at = f.read(max(size, min(chunk, end - at))), at
+                    if len(buf) < size:
+                        break   # the file shrank: what is there was read
+                pids.update(_PIDS[kind].unpack_from(buf, at - buf_at + RECORD_HEADER.size))
+            at += size
     pids.discard(0)
     pids.discard(0xFFFFFFFF)
     return pids
@@ -116,6 +176,9 @@ def _renamed(record: bytes, kind: int, renames: dict[int, tuple[int, int]]) -> b
     trailer = record[start + old_len:]           # the sample_id fields (sample_id_all), if any
     body = record[RECORD_HEADER.size:start] + new_name.ljust(new_len, b"\0") + trailer
     _kind, misc, _size = RECORD_HEADER.unpack_from(record)
+    if RECORD_HEADER.size + len(body) > 0xFFFF:
+        raise PerfDataError(f"the mmap record of {name[:80]!r}... renamed would be {RECORD_HEADER.size + len(body)} "
+                            "bytes, more than a record holds")
     return RECORD_HEADER.pack(kind, misc, RECORD_HEADER.size + len(body)) + body
 
 
@@ -124,18 +187,32 @@ def rename_jitdumps(src: Path, dst: Path, renames: dict[int, tuple[int, int]]) -
     namespace) to (its pid in its own namespace, the pid to name instead), so `/tmp/jit-<inner>.dump` of
     that process becomes `/tmp/jit-<outer>.dump`.  The feature sections after the data are moved with it.
     Returns how many records were renamed.  src must be a finished recording."""
-    raw = Path(src).read_bytes()
-    layout = read_layout(raw[:HEADER.size], len(raw))
+    with _open_regular(src) as f:
+        raw = f.read()
+    try:
+        layout = read_layout(raw[:HEADER.size], len(raw))
+    except PerfDataError as exc:
+        raise PerfDataError(f"{src}: {exc}") from None
     fields = list(HEADER.unpack_from(raw))
     if fields[6] == 0:
         raise PerfDataError(f"{src} is still being written (its data size is 0): rename after perf record ends")
-    data = raw[layout.data_offset:layout.data_offset + layout.data_size]
+    data_end = layout.data_offset + layout.data_size
+    if data_end + 16 * layout.features > len(raw):
+        raise PerfDataError(f"{src}: its feature table ({layout.features} entries at {data_end}) runs past the end "
+                            f"of the file ({len(raw)} bytes)")
+    for i in range(layout.features):   # they follow the data and move with it: each must be there
+        offset, size = struct.unpack_from("<QQ", raw, data_end + 16 * i)
+        if offset < data_end or offset + size > len(raw):
+            raise PerfDataError(f"{src}: its feature section {i} ({size} bytes at {offset}) is not in the file after "
+                                f"the data (which ends at {data_end})")
+    data = raw[layout.data_offset:data_end]
     out, count, last = [], 0, 0
     for at, kind, size in _records(data):
         if kind in (RECORD_COMPRESSED, RECORD_COMPRESSED2):
             raise PerfDataError(f"{src} holds compressed records (perf record -z): its jitdump mmaps cannot be "
                                 "renamed; record without -z")
         if kind in FILENAME_AT:
+            _check_record(src, layout.data_offset + at, kind, size)
             new = _renamed(data[at:at + size], kind, renames)
             if new is not None:
                 out.append(data[last:at])

@@ -4,6 +4,10 @@ The conformance suite records with perf inside a cell and runs
 `perf script -F comm,pid,tid,time,event,ip,sym,dso` there; this module turns
 that text into Sample objects (frames leaf first) so that tests assert on the
 order of frames inside each sample, never on substrings of a whole report.
+
+The text holds names a profiled program chose (its comm, the symbols of its perf map or jitdump: any
+characters, a newline included): every line is parsed in time linear in its length, and one that does not
+have the shape of a header or a frame raises PerfScriptError.
 """
 
 from __future__ import annotations
@@ -13,7 +17,13 @@ from dataclasses import dataclass, field
 
 PERF_SCRIPT_FIELDS = "comm,pid,tid,time,event,ip,sym,dso"
 
-_HEADER = re.compile(r"^(?P<comm>\S.*?)\s+(?P<pid>-?\d+)/(?P<tid>-?\d+)\s+(?P<time>\d+\.\d+):\s+(?P<event>.*?):?\s*$")
+# A sample's header: COMM PID/TID TIME: EVENT:.  The comm (a process names itself: any characters, spaces
+# included) ends at the first " PID/TID TIME: " after it; found with a search whose every step is bounded, so
+# that the time to parse a line grows with its length, not with its square (symbol names come from perf maps
+# and jitdumps: a line of them may be anything, and long).  Numbers are ASCII and of bounded length: int()
+# refuses strings of more than 4300 digits.
+_HEADER_FIELDS = re.compile(r"\s(?P<pid>-?[0-9]{1,10})/(?P<tid>-?[0-9]{1,10})[ \t]{1,64}"
+                            r"(?P<time>[0-9]{1,20}\.[0-9]{1,20}):\s")
 # the dso in parentheses; a file deleted since it was mapped (a memfd, a replaced library) says so inside them
 _FRAME = re.compile(r"^\s+(?P<ip>[0-9a-fA-F]+)\s(?P<sym>.*)\s\((?P<dso>[^()]*(?: \(deleted\))?)\)\s*$")
 _SYMOFF = re.compile(r"\+0x[0-9a-f]+$")
@@ -48,6 +58,11 @@ class PerfScriptError(ValueError):
     """perf script output that does not have the expected shape."""
 
 
+def _shown(line: str, limit: int = 200) -> str:
+    """A line for a message: its start, where it is long."""
+    return repr(line) if len(line) <= limit else f"{line[:limit]!r}... ({len(line)} characters)"
+
+
 def parse_perf_script(text: str) -> list[Sample]:
     """Parse the output of `perf script -F comm,pid,tid,time,event,ip,sym,dso`."""
     samples: list[Sample] = []
@@ -59,15 +74,16 @@ def parse_perf_script(text: str) -> list[Sample]:
         if line[0].isspace():
             m = _FRAME.match(line)
             if current is None or not m:
-                raise PerfScriptError(f"line {lineno}: unexpected frame line: {line!r}")
+                raise PerfScriptError(f"line {lineno}: unexpected frame line: {_shown(line)}")
             symbol = _SYMOFF.sub("", m.group("sym").strip())
             current.frames.append(Frame(int(m.group("ip"), 16), symbol, m.group("dso")))
             continue
-        m = _HEADER.match(line)
+        m = _HEADER_FIELDS.search(line)
         if not m:
-            raise PerfScriptError(f"line {lineno}: not a sample header: {line!r}")
-        current = Sample(m.group("comm"), int(m.group("pid")), int(m.group("tid")),
-                         float(m.group("time")), m.group("event"))
+            raise PerfScriptError(f"line {lineno}: not a sample header: {_shown(line)}")
+        event = line[m.end():].strip()
+        current = Sample(line[:m.start()].rstrip(), int(m.group("pid")), int(m.group("tid")),
+                         float(m.group("time")), event[:-1] if event.endswith(":") else event)
         samples.append(current)
     return samples
 

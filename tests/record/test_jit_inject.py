@@ -408,9 +408,14 @@ def test_a_perf_that_unwinds_without_libunwind_gets_perf_inject(tmp_path):
 
 
 def test_runs_standalone_with_the_stdlib_only(tmp_path):
-    """The file is copied or mounted into a container and run by the profiled interpreter: no driver imports."""
+    """The file is copied or mounted into a container and run by the profiled interpreter: its one import from
+    the driver (untrusted_files) is taken only where it is there, else its stand-ins of the stdlib."""
     text = Path(ji.__file__).read_text()
-    assert "from ." not in text and "import cpython_perf" not in text and "from cpython_perf" not in text
+    assert "import cpython_perf" not in text and "from cpython_perf" not in text
+    relative = [line.strip() for line in text.splitlines() if line.lstrip().startswith(("from .", "import ."))]
+    assert relative == ["from .untrusted_files import ForeignRoot, Refused, open_private_file"]
+    guarded = text[text.index(relative[0]):].splitlines()[1].strip()
+    assert guarded.startswith("except ImportError:") and "_WalkingRoot, _Refused, _open_private_file" in text
     src, dst = recording(tmp_path)
     lone = tmp_path / "jit_inject.py"
     shutil.copy(ji.__file__, lone)
@@ -418,3 +423,353 @@ def test_runs_standalone_with_the_stdlib_only(tmp_path):
                           str(tmp_path)], capture_output=True, text=True, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "6 code loads -> 2 ELF file(s)" in out.stderr
+
+
+# ---------------------------------------------------------------- malformed inputs (found by test_fuzz_parsers.py)
+# Each case is an input that ended in another exception (IndexError, struct.error, a plain ValueError,
+# MemoryError), in minutes of work or in a hang before the parsers checked what they read; each now raises
+# JitInjectError naming what does not fit.
+
+def _cie(body: bytes) -> bytes:
+    return struct.pack("<I", len(body)) + body
+
+
+VALID_CIE = struct.pack("<IB", 0, 1) + b"zR\0" + bytes([1, 0x78, 16, 1, 0x1B]) + CIE_INSTRUCTIONS
+
+EH_FRAME_CASES = {
+    # was IndexError: the data alignment's LEB128 has its continuation bit set at the end of the data
+    "a LEB128 number cut short": (_cie(struct.pack("<IB", 0, 1) + b"zR\0" + b"\x01\x80"), "runs past the end"),
+    # was ValueError('subsection not found'), a ValueError that is not JitInjectError
+    "an augmentation string without its NUL": (_cie(struct.pack("<IB", 0, 1) + b"zRxx"), "no NUL"),
+    # was struct.error: an entry of 2 bytes, its id read past the data
+    "an entry shorter than its id": (b"\x02\x00\x00\x00\xab\xcd", "too short for its CIE id"),
+    # was IndexError: a CIE of its id alone, its version read past the data
+    "a CIE without a version": (_cie(bytes(4)), "too short for its version"),
+    # was IndexError: an FDE of 6 bytes after a valid CIE, its augmentation length read past the data
+    "an FDE shorter than its pointers": (_cie(VALID_CIE) + _cie(struct.pack("<I", len(VALID_CIE) + 4) + b"\0\0"),
+                                         "too short for its pc_begin"),
+    # took 3 s (quadratic in its length: minutes for a few MB of a dump's unwinding info): 300,000 bytes of 0xff
+    "an overlong LEB128 number": (_cie(struct.pack("<IB", 0, 1) + b"zR\0" + b"\xff" * 300_000 + b"\x7f" + b"x\x10"),
+                                  "more than 10 bytes"),
+}
+
+
+@pytest.mark.parametrize("case", EH_FRAME_CASES)
+def test_malformed_unwinding_info_says_what_does_not_fit(case):
+    data, says = EH_FRAME_CASES[case]
+    with pytest.raises(ji.JitInjectError, match=says):
+        ji.parse_eh_frame(data)
+
+
+def _header(size: int = 40, elf_mach: int = 62) -> bytes:
+    return ji.JITDUMP_HEADER.pack(ji.JITDUMP_MAGIC, 1, size, elf_mach, 0, PID, 1, 0)
+
+
+def _load_record(addr: int = ARENA, code: bytes = CODE, code_size: int | None = None, name: bytes = b"py::f:x\0",
+                 index: int = 1) -> bytes:
+    body = ji.CODE_LOAD.pack(PID, PID, addr, addr, len(code) if code_size is None else code_size, index) + name + code
+    return ji.JIT_RECORD.pack(ji.JIT_CODE_LOAD, 16 + len(body), 150) + body
+
+
+JITDUMP_CASES = {
+    # was struct.error: a code load of 24 bytes at the end of the dump, its fields read past it
+    "a code load shorter than its fields": (_header() + ji.JIT_RECORD.pack(ji.JIT_CODE_LOAD, 24, 1) + bytes(8),
+                                            "too short for its fields"),
+    # was ValueError('subsection not found'): the name's NUL looked for past the record, to the dump's end
+    "a code load name without its NUL": (_header() + _load_record(name=b"py::f", code=b""), "no NUL"),
+    # was accepted with a size of 2**30: inject then made a 1 GiB span for the arena's ELF, twice over
+    # (MemoryError where the memory is not there); from 2**31 on it was refused further on, for want of an
+    # address range
+    "a code size beyond the record": (_header() + _load_record(code_size=1 << 30), "declares 1073741824 bytes"),
+    # was struct.error: unwinding info of 8 bytes, its three sizes read past the record
+    "unwinding info shorter than its fields": (_header() + ji.JIT_RECORD.pack(ji.JIT_CODE_UNWINDING_INFO, 24, 1)
+                                               + bytes(8), "too short for its fields"),
+    # was a negative slice (unwind_size - eh_frame_hdr_size < 0: everything up to near the dump's end parsed
+    # as .eh_frame); and a size past the record read the records after it
+    "unwinding info declaring less than its header": (
+        _header() + ji.JIT_RECORD.pack(ji.JIT_CODE_UNWINDING_INFO, 16 + 24 + 32, 1)
+        + ji.UNWINDING_INFO.pack(4, 20, 0) + bytes(32) + _load_record(), "declares 4 bytes"),
+    # was accepted: the moved load 2**30 bytes long, then a 1 GiB span for its ELF
+    "a code move longer than the code it moves": (
+        _header() + _load_record() + ji.JIT_RECORD.pack(ji.JIT_CODE_MOVE, 16 + ji.CODE_MOVE.size, 160)
+        + ji.CODE_MOVE.pack(PID, PID, ARENA, ARENA, ARENA + 64, 1 << 30, 1), "the load it moves has 8"),
+    # was struct.error in elf_image (e_machine is 16 bits, the dump's field 32)
+    "an ELF machine over 16 bits": (_header(elf_mach=0x10000) + _load_record(), "e_machine has 16 bits"),
+    # was read as records from inside the header (here: none, an empty dump, said nowhere)
+    "a header declaring less than its fields": (_header(size=8) + _load_record(), "less than its 40 bytes"),
+}
+
+
+@pytest.mark.parametrize("case", JITDUMP_CASES)
+def test_malformed_jitdumps_say_what_does_not_fit(case, tmp_path):
+    raw, says = JITDUMP_CASES[case]
+    with pytest.raises(ji.JitInjectError, match=says):
+        ji.parse_jitdump(raw)
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "tmp" / f"jit-{PID}.dump").write_bytes(raw)
+    src = tmp_path / "perf.data"
+    src.write_bytes(perf_data([mmap2(10, ARENA, 0x10000, b"//anon"),
+                               mmap2(110, 0x7F0000200000, 0x1000, f"/tmp/jit-{PID}.dump".encode()),
+                               sample(200, ARENA)]))
+    with pytest.raises(ji.JitInjectError, match=says):
+        ji.inject(str(src), str(tmp_path / "out.data"), root=str(tmp_path))
+
+
+def test_an_arena_too_big_for_one_elf_is_refused_before_it_is_made(tmp_path):
+    """Two code loads 1 GiB apart in one recorded executable mapping: the span would be a 1 GiB ELF (was:
+    allocated and written); ELF_LIMIT refuses it first."""
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "tmp" / f"jit-{PID}.dump").write_bytes(_header() + _load_record(ARENA) + _load_record(ARENA + (1 << 30),
+                                                                                                      index=2))
+    src = tmp_path / "perf.data"
+    src.write_bytes(perf_data([mmap2(10, ARENA, (1 << 30) + 0x10000, b"//anon"),
+                               mmap2(110, 0x7F0000200000, 0x1000, f"/tmp/jit-{PID}.dump".encode())]))
+    with pytest.raises(ji.JitInjectError, match="more than the 512 MiB"):
+        ji.inject(str(src), str(tmp_path / "out.data"), root=str(tmp_path))
+    assert sorted(p.name for p in (tmp_path / "tmp").iterdir()) == [f"jit-{PID}.dump"]
+
+
+def _edited(raw: bytes, offset: int, fmt: str, value: int) -> bytes:
+    out = bytearray(raw)
+    struct.pack_into("<" + fmt, out, offset, value)
+    return bytes(out)
+
+
+def _records_fixture() -> list[bytes]:
+    return [mmap2(10, 0x400000, 0x1000, b"/usr/bin/python3"),
+            mmap2(110, 0x7F0000200000, 0x1000, f"/tmp/jit-{PID}.dump".encode()),
+            sample(200, 0x400100), finished_round()]
+
+
+def _fixture_perf() -> bytes:
+    return perf_data(_records_fixture())
+
+
+def _cut_after_data(raw: bytes) -> bytes:
+    fields = ji.PERF_HEADER.unpack_from(raw)
+    return raw[:fields[5] + fields[6]]
+
+
+def _data_end(raw: bytes) -> int:
+    fields = ji.PERF_HEADER.unpack_from(raw)
+    return fields[5] + fields[6]
+
+
+RECORDING_CASES = {
+    # was MemoryError: f.read(2**60) of the attrs section
+    "attributes of 2**60 bytes": (lambda r: _edited(r, 32, "Q", 1 << 60), "run past the end of the file"),
+    # was ValueError("cannot fit 'int' into an offset-sized integer"): f.seek(2**63)
+    "attributes at 2**63": (lambda r: _edited(r, 24, "Q", 1 << 63), "run past the end of the file"),
+    # was struct.error: an attr of 56 bytes, its clockid (at 92) read past it
+    "attributes without a clockid": (lambda r: _edited(_edited(r, 16, "Q", 72), 32, "Q", 72), "without a clockid"),
+    # was struct.error: the first id read at the end of the file (8 bytes wanted, 0 there)
+    "an event id past the end": (lambda r: _edited(r, 104 + 8 + ATTR_SIZE, "Q", len(r)), "first event id"),
+    # was struct.error: the records read past the end of the file
+    "a data section past the end": (lambda r: _edited(r, 48, "Q", len(r)), "data .* run past the end"),
+    # was struct.error: the last mmap record cut to its header, its fields read past the data
+    "an mmap record shorter than its fields": (
+        lambda r: _edited(_edited(r, 48, "Q", ji.PERF_HEADER.unpack_from(r)[6] + 16)[:_data_end(r)]
+                          + ji.RECORD_HEADER.pack(ji.RECORD_MMAP2, 2, 16) + bytes(8) + r[_data_end(r):],
+                          48, "Q", ji.PERF_HEADER.unpack_from(r)[6] + 16),
+        "too short for its time|no NUL"),
+    # was ValueError('subsection not found'): a name without its NUL, looked for to the end of the record (its
+    # sample_id, here all 0xff); where the sample_id has a 0 byte the name ran into it
+    "an mmap name without its NUL": (
+        lambda r: r[:_data_end(r) - 8 - len(sample(0, 0)) - (8 + 64 + 24 + 16)]
+        + _no_nul_mmap() + r[_data_end(r) - 8 - len(sample(0, 0)):], "no NUL"),
+    # was struct.error in write_recording, after the output was begun: a feature bit with no table after the data
+    "a feature table past the end": (_cut_after_data, "feature table"),
+    # was struct.error packing the moved feature's offset (2**64 - 1 + the records added)
+    "a feature at 2**64 - 1": (lambda r: _edited(r, _data_end(r), "Q", (1 << 64) - 1), "feature section 0"),
+}
+
+
+def _no_nul_mmap() -> bytes:
+    record = bytearray(mmap2(110, 0x7F0000200000, 0x1000, f"/tmp/jit-{PID}.dump".encode()))
+    name_at = 8 + ji.MMAP2_BODY.size
+    record[name_at:] = b"x" * (len(record) - 16 - name_at) + b"\xff" * 16
+    return bytes(record)
+
+
+@pytest.mark.parametrize("case", RECORDING_CASES)
+def test_malformed_recordings_say_what_does_not_fit(case, tmp_path):
+    make, says = RECORDING_CASES[case]
+    raw = make(_fixture_perf())
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "tmp" / f"jit-{PID}.dump").write_bytes(jitdump(LOADS[:2]))
+    src, dst = tmp_path / "perf.data", tmp_path / "out.data"
+    src.write_bytes(raw)
+    with pytest.raises(ji.JitInjectError, match=says):
+        ji.inject(str(src), str(dst), root=str(tmp_path))
+    assert not dst.exists()
+
+
+def test_a_dump_named_in_bytes_that_are_not_utf8(tmp_path):
+    """A path is any bytes but NUL (was UnicodeDecodeError): the dump is found and its ELF named in the same
+    bytes."""
+    directory = os.path.join(os.fsencode(tmp_path), b"tmp", b"caf\xe9")
+    os.makedirs(directory)
+    with open(os.path.join(directory, f"jit-{PID}.dump".encode()), "wb") as f:
+        f.write(jitdump(LOADS[:2]))
+    src = tmp_path / "perf.data"
+    name = b"/tmp/caf\xe9/jit-" + str(PID).encode() + b".dump"
+    src.write_bytes(perf_data([mmap2(10, ARENA, 0x10000, b"//anon"), mmap2(110, 0x7F0000200000, 0x1000, name)]))
+    summary = ji.inject(str(src), str(tmp_path / "out.data"), root=str(tmp_path))
+    assert summary.arenas == 1 and os.path.exists(os.path.join(directory, f"jit-{PID}-arena-0.so".encode()))
+    _raw, _fields, records = records_of(tmp_path / "out.data")
+    names = [r[72:r.index(b"\0", 72)] for kind, r in records if kind == ji.RECORD_MMAP2]
+    assert b"/tmp/caf\xe9/jit-" + str(PID).encode() + b"-arena-0.so" in names
+
+
+def test_a_relative_dump_name_is_left_alone(tmp_path):
+    """The kernel names mappings by absolute paths: a relative one (was read from the current directory, its
+    ELF written at the top of the root) is left as it is."""
+    (tmp_path / f"jit-{PID}.dump").write_bytes(jitdump(LOADS[:2]))
+    src = tmp_path / "perf.data"
+    src.write_bytes(perf_data([mmap2(10, ARENA, 0x10000, b"//anon"),
+                               mmap2(110, 0x7F0000200000, 0x1000, f"jit-{PID}.dump".encode())]))
+    summary = ji.inject(str(src), str(tmp_path / "out.data"), root=str(tmp_path))
+    assert summary.dumps == 0 and "not an absolute path" in summary.warnings[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"jit-{PID}.dump", "out.data", "perf.data"]
+
+
+# ---------------------------------------------------------------- dumps someone else made: links, FIFOs, sizes
+
+def _alarm(seconds: int):
+    """A SIGALRM after seconds that fails the test (a read that blocks), cancelled on exit."""
+    import contextlib
+    import signal
+
+    @contextlib.contextmanager
+    def bounded():
+        def fire(_signum, _frame):
+            raise AssertionError(f"blocked for {seconds} s")
+        previous = signal.signal(signal.SIGALRM, fire)
+        signal.alarm(seconds)
+        try:
+            yield
+        finally:
+            signal.alarm(0)
+            signal.signal(signal.SIGALRM, previous)
+    return bounded()
+
+
+@pytest.mark.parametrize("root", ["root", "/"])
+def test_a_symlinked_dump_is_refused(tmp_path, root):
+    """/tmp/jit-PID.dump -> a file of root's (was read through the link): refused, under a root and under /."""
+    src, dst = recording(tmp_path)
+    dump = tmp_path / "tmp" / f"jit-{PID}.dump"
+    victim = tmp_path / "victim.dump"
+    dump.rename(victim)
+    dump.symlink_to(victim)
+    if root == "/":
+        with pytest.raises(ji.JitInjectError, match="refused: a symbolic link"):
+            ji.read_jitdump(str(dump))
+        return
+    with pytest.raises(ji.JitInjectError, match=f"jit-{PID}.dump: refused: a symbolic link"):
+        ji.inject(str(src), str(dst), root=str(tmp_path))
+    assert not dst.exists()
+
+
+@pytest.mark.parametrize("root", ["root", "/"])
+def test_a_fifo_dump_is_refused_without_blocking(tmp_path, root):
+    """A FIFO under the dump's name (was: open() waited for a writer for ever): refused at once."""
+    src, dst = recording(tmp_path)
+    dump = tmp_path / "tmp" / f"jit-{PID}.dump"
+    dump.unlink()
+    os.mkfifo(dump)
+    with _alarm(10), pytest.raises(ji.JitInjectError, match="refused: a FIFO"):
+        if root == "/":
+            ji.read_jitdump(str(dump))
+        else:
+            ji.inject(str(src), str(dst), root=str(tmp_path))
+
+
+def test_a_dump_over_the_size_cap_is_refused_unread(tmp_path):
+    """A sparse file of DUMP_LIMIT + 1 bytes (was: read whole into memory)."""
+    src, dst = recording(tmp_path)
+    with open(tmp_path / "tmp" / f"jit-{PID}.dump", "r+b") as f:
+        f.truncate(ji.DUMP_LIMIT + 1)
+    with pytest.raises(ji.JitInjectError, match="more than the 2048 MiB"):
+        ji.inject(str(src), str(dst), root=str(tmp_path))
+    with pytest.raises(ji.JitInjectError, match="more than the 2048 MiB"):
+        ji.read_jitdump(str(tmp_path / "tmp" / f"jit-{PID}.dump"))
+
+
+def test_a_directory_of_the_dumps_path_that_leads_out_of_the_root(tmp_path):
+    """The container's /tmp made a link to a directory of the host (was: the dump read there and the ELF files
+    written there, as root): resolved inside the root, where it leads nowhere."""
+    outside = tmp_path / "host-dir"
+    root = tmp_path / "root"
+    root.mkdir()
+    src, dst = recording(root)
+    (root / "tmp").rename(outside)
+    for target in (str(outside), "../host-dir"):   # absolute: root/<that path> inside the root; `..` stops at it
+        (root / "tmp").unlink(missing_ok=True)
+        (root / "tmp").symlink_to(target)
+        try:
+            summary = ji.inject(str(src), str(dst), root=str(root))
+        except ji.JitInjectError as exc:
+            assert "refused" in str(exc)
+        else:
+            assert summary.dumps == 0 and "not found" in summary.warnings[0]
+        assert sorted(p.name for p in outside.iterdir()) == [f"jit-{PID}.dump"]
+
+
+def test_elf_files_are_made_new_in_the_dumps_directory(tmp_path):
+    """The ELF is written to a new file of a random name (O_CREAT | O_EXCL | O_NOFOLLOW, relative to the
+    directory's descriptor), renamed over its name: a link planted under that name is replaced, its target
+    untouched; a planted temporary name is never opened."""
+    src, dst = recording(tmp_path)
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"keep")
+    (tmp_path / "tmp" / f"jit-{PID}-arena-1.so").symlink_to(victim)
+    files = ji.RootFiles(str(tmp_path))
+    try:
+        st = files.write_new(f"/tmp/jit-{PID}-arena-1.so", b"\x7fELF")
+    finally:
+        files.close()
+    made = tmp_path / "tmp" / f"jit-{PID}-arena-1.so"
+    assert not made.is_symlink() and made.read_bytes() == b"\x7fELF" and victim.read_bytes() == b"keep"
+    assert (os.stat(made).st_ino, oct(st.st_mode & 0o777)) == (st.st_ino, "0o644")
+    assert [p.name for p in (tmp_path / "tmp").iterdir() if p.name.startswith(".jit-inject-")] == []
+
+
+def test_the_standalone_file_opens_dumps_by_the_same_rules(tmp_path):
+    """Run as a file of its own (no driver package beside it): a symlinked dump is refused all the same, by
+    _WalkingRoot (every component opened O_NOFOLLOW)."""
+    src, dst = recording(tmp_path)
+    dump = tmp_path / "tmp" / f"jit-{PID}.dump"
+    dump.rename(tmp_path / "tmp" / "real.dump")
+    dump.symlink_to("real.dump")
+    lone = tmp_path / "jit_inject.py"
+    shutil.copy(ji.__file__, lone)
+    out = subprocess.run([os.sys.executable, "-E", str(lone), "-i", str(src), "-o", str(dst), "--root",
+                          str(tmp_path)], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert out.returncode == 3 and "refused: a symbolic link" in out.stderr, out.stderr
+    walking = ji._WalkingRoot(str(tmp_path))
+    try:
+        with pytest.raises(ji._Refused, match="symbolic link"):
+            walking.open_regular(f"/tmp/jit-{PID}.dump")
+        fd, st = walking.open_regular("/tmp/real.dump")
+        os.close(fd)
+        assert st.st_size == len(jitdump(LOADS))
+    finally:
+        walking.close()
+
+
+def test_under_slash_the_dump_is_read_and_its_elf_made_where_the_recording_names_them(tmp_path):
+    """root "/" (the injector run in the recording's own tree): the recording's absolute paths as they are, the
+    dump opened by open_private_file, the ELF files made in its directory; a link in the dump's place refused."""
+    dump = tmp_path / f"jit-{PID}.dump"
+    dump.write_bytes(jitdump(LOADS))
+    src, dst = tmp_path / "perf.data", tmp_path / "perf.jit.data"
+    src.write_bytes(perf_data([mmap2(100, ARENA, 0x10000, b"//anon"),
+                               mmap2(110, 0x7F0000200000, 0x1000, str(dump).encode()), sample(200, ARENA + 1)]))
+    summary = ji.inject(str(src), str(dst))
+    assert summary.arenas == 2 and summary.files == [str(tmp_path / f"jit-{PID}-arena-{k}.so") for k in (0, 1)]
+    assert all(Elf(Path(f)).symbols for f in summary.files)
+    dump.rename(tmp_path / "real.dump")
+    dump.symlink_to(tmp_path / "real.dump")
+    with pytest.raises(ji.JitInjectError, match="refused: a symbolic link"):
+        ji.inject(str(src), str(dst))

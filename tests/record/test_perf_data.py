@@ -3,6 +3,8 @@ perf.data's layout; conformance/test_outside_recording.py runs the rename on rea
 
 from __future__ import annotations
 
+import os
+import signal
 import struct
 
 import pytest
@@ -121,3 +123,104 @@ def test_rename_refuses_a_recording_still_being_written(tmp_path):
     src.write_bytes(perf_file([mmap2(5, b"/tmp/jit-1.dump")], data_size=0))
     with pytest.raises(PerfDataError, match="still being written"):
         rename_jitdumps(src, tmp_path / "out.data", {5: (1, 5)})
+
+
+# ---------------------------------------------------------------- malformed files (found by test_fuzz_parsers.py)
+# Each case ended in another exception (MemoryError, a plain ValueError, struct.error) or a hang before the
+# layout and the records were checked against the file; each now raises PerfDataError saying what does not fit.
+
+def _edited(raw: bytes, offset: int, value: int, fmt: str = "<Q") -> bytes:
+    out = bytearray(raw)
+    struct.pack_into(fmt, out, offset, value)
+    return bytes(out)
+
+
+GOOD = [comm(4001, b"python3"), mmap2(4001, b"/tmp/jit-1.dump")]
+PIDS_CASES = {
+    # was read from inside the header (its records the header's bytes)
+    "a data section inside the header": (_edited(perf_file(GOOD), 40, 8), "inside its 104-byte header"),
+    # was struct.error: a COMM record of 8 bytes last in the file, its pid read past the end
+    "a record shorter than its pid": (perf_file(GOOD + [record(perf_data.RECORD_COMM, b"")], data_size=0)[:-16 - 8],
+                                      "COMM record .* too short"),
+}
+
+
+def test_pids_named_of_a_data_section_past_the_end_of_the_file(tmp_path):
+    """A declared data size of 2**60 (was MemoryError: f.read(2**60)), or the data at 2**63 (was ValueError:
+    f.seek past what an offset holds): read as far as the file goes, as a recording copied in part."""
+    path = tmp_path / "perf.data"
+    path.write_bytes(_edited(perf_file(GOOD), 48, 1 << 60))
+    assert pids_named(path) == {4001}
+    path.write_bytes(_edited(perf_file(GOOD), 40, 1 << 63))
+    assert pids_named(path) == set()
+    with pytest.raises(PerfDataError, match="runs past the end of the file"):
+        rename_jitdumps(path, tmp_path / "out.data", {4001: (1, 4001)})
+
+
+@pytest.mark.parametrize("case", PIDS_CASES)
+def test_pids_named_of_a_malformed_file_says_what_does_not_fit(case, tmp_path):
+    raw, says = PIDS_CASES[case]
+    path = tmp_path / "perf.data"
+    path.write_bytes(raw)
+    with pytest.raises(PerfDataError, match=says):
+        pids_named(path)
+
+
+def test_pids_named_reads_a_chunk_at_a_time(tmp_path):
+    """Records across the chunks' edges are read whole: the chunk size changes nothing."""
+    path = tmp_path / "perf.data"
+    path.write_bytes(perf_file([comm(pid, b"python3") for pid in range(10, 60)] + [fork(70, 10)]))
+    assert pids_named(path, chunk=40) == pids_named(path) == set(range(10, 60)) | {70}
+
+
+def test_a_fifo_is_refused_without_blocking(tmp_path):
+    """A FIFO where a recording is looked for (was: open() waited for a writer for ever)."""
+    os_fifo = tmp_path / "perf.data"
+    os.mkfifo(os_fifo)
+
+    def fire(_signum, _frame):
+        raise AssertionError("blocked opening a FIFO")
+
+    previous = signal.signal(signal.SIGALRM, fire)
+    signal.alarm(10)
+    try:
+        with pytest.raises(PerfDataError, match="not a regular file"):
+            pids_named(os_fifo)
+        with pytest.raises(PerfDataError, match="not a regular file"):
+            rename_jitdumps(os_fifo, tmp_path / "out.data", {5: (1, 5)})
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _long_dump_record() -> bytes:
+    """An MMAP2 of a dump whose name (65447 bytes, its NUL the last of its padding) fills the record to 65528
+    bytes: renamed jit-1 -> jit-4001, it needs 8 bytes more, 65536."""
+    name = b"/" + b"d" * 65435 + b"/jit-1.dump"
+    made = mmap2(4001, name)
+    assert len(made) == 65528
+    return made
+
+
+RENAME_CASES = {
+    # was struct.error: a feature bit set and the file ending with the data (no feature table)
+    "a feature table past the end": (perf_file(GOOD)[:-16 - 8], "feature table"),
+    # was struct.error packing the moved offset (2**64 - 1 + the bytes the renames add)
+    "a feature at 2**64 - 1": (_edited(perf_file(GOOD), 104 + sum(map(len, GOOD)), (1 << 64) - 1),
+                               "feature section 0"),
+    # was struct.error: an MMAP2 record of 10 bytes, its pid read past it
+    "an mmap record shorter than its pid": (perf_file([record(perf_data.RECORD_MMAP2, b"\x01\x02")] + GOOD),
+                                            "MMAP2 record .* too short"),
+    # was struct.error: the renamed record 65536 bytes, more than its u16 size holds
+    "a renamed record past 64 KiB": (perf_file([_long_dump_record()]), "more than a record holds"),
+}
+
+
+@pytest.mark.parametrize("case", RENAME_CASES)
+def test_rename_of_a_malformed_file_says_what_does_not_fit(case, tmp_path):
+    raw, says = RENAME_CASES[case]
+    src, dst = tmp_path / "perf.data", tmp_path / "renamed.data"
+    src.write_bytes(raw)
+    with pytest.raises(PerfDataError, match=says):
+        rename_jitdumps(src, dst, {4001: (1, 4001)})
+    assert not dst.exists()
