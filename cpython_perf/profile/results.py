@@ -91,7 +91,7 @@ def python_chain_found(stacks, chain) -> bool:
 def summarise(script_text: str, top: int = 8) -> list[str]:
     """A few lines on the recorded samples: how many, how many carry Python frames, the Python functions
     most often innermost."""
-    from ..record.perf_samples import parse_perf_script
+    from ..record.perf_samples import parse_perf_script, printable
 
     samples = parse_perf_script(script_text)
     with_py = [s for s in samples if s.python_frames()]
@@ -101,5 +101,5 @@ def summarise(script_text: str, top: int = 8) -> list[str]:
                      "it (without frame pointers use --mode perf_jit)")
     counts = Counter(s.python_frames()[0] for s in with_py)
     for symbol, n in counts.most_common(top):
-        lines.append(f"  {n:7d}  {100 * n / len(samples):5.1f}%  {symbol}")
+        lines.append(f"  {n:7d}  {100 * n / len(samples):5.1f}%  {printable(symbol)}")
     return lines

@@ -55,7 +55,7 @@ from . import jit_inject, procfs
 from .container_files import DUMP_LIMIT, Keeper, process_mode
 from .perf_data import PerfDataError, rename_jitdumps
 from .perf_runs import DWARF_MMAP_FUNCTION
-from .perf_samples import PERF_SCRIPT_FIELDS, PerfScriptError, parse_perf_script
+from .perf_samples import PERF_SCRIPT_FIELDS, PerfScriptError, parse_perf_script, printable
 from .untrusted_files import ForeignRoot, PrivateDir, Refused
 
 DEFAULT_OUT = "perf-outside"
@@ -155,7 +155,7 @@ def summarise(script_text: str, top: int = 8) -> list[str]:
     if unnamed:
         lines.append(f"{unnamed} frames in a perf map perf could not read ([unknown] in /tmp/perf-PID.map)")
     for symbol, n in Counter(s.python_frames()[0] for s in with_py).most_common(top):
-        lines.append(f"  {n:7d}  {100 * n / len(samples):5.1f}%  {symbol}")
+        lines.append(f"  {n:7d}  {100 * n / len(samples):5.1f}%  {printable(symbol)}")
     return lines
 
 
@@ -483,9 +483,9 @@ def run(matrix, args, log=print, client=None, started: threading.Event | None = 
         f"{len(summary.dumps)} jitdumps of {summary.processes} processes seen, "
         f"{sum(keeper.objects_copied.values()) // 1024} KiB of mapped files")
     for line in keeper.errors[:5]:
-        log(f"note: {line}")
+        log(f"note: {printable(line)}")
     for line in summary.refused[:20]:
-        log(f"refused: {line}")
+        log(f"refused: {printable(line)}")
     if len(summary.refused) > 20:
         log(f"refused: {len(summary.refused) - 20} more files")
     if mode == "perf" and summary.dumps and not summary.maps and args.mode is None:

@@ -157,3 +157,11 @@ def chain_report(samples: list[Sample], chain: list[str], comm_prefix: str = "py
 def python_frame_count(samples: list[Sample]) -> int:
     """Number of py:: frames over all samples (the negative control wants 0)."""
     return sum(len(s.python_frames()) for s in samples)
+
+
+def printable(text: str, limit: int = 300) -> str:
+    """text as it may be shown on a terminal: a symbol name comes from a perf map or jitdump that the profiled
+    program wrote, and could hold escape sequences; every character that is not printable becomes `?`, and
+    what is longer than limit is cut."""
+    shown = "".join(c if c.isprintable() else "?" for c in text[:limit])
+    return shown + ("..." if len(text) > limit else "")

@@ -144,3 +144,12 @@ def test_another_user_cannot_aim_the_kept_files(tmp_path):
         assert victim.read_text() == "root's file\n"
     finally:
         shutil.rmtree(base)
+
+
+def test_summary_shows_no_escape_sequence_a_map_holds():
+    """A symbol name comes from a file the profiled program wrote: what the summary prints of it is printable."""
+    text = ("python3  101/101  1.000000: cycles: \n"
+            "\t    7f00 py::\x1b]0;pwned\x07foo:/src/x.py (/tmp/perf-101.map)\n\n")
+    lines = outside.summarise(text)
+    assert all(c.isprintable() for line in lines for c in line), lines
+    assert any("py::?]0;pwned?foo" in line for line in lines), lines
