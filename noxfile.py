@@ -43,37 +43,26 @@ def _install(session):
     session.install("-q", "-e", ".")
 
 
-def _install_workflow_linters(session):
-    """actionlint, shellcheck, check-jsonschema and zizmor (pyproject's workflow-lint extra) for the offline
-    checks of .github/workflows/ (tests/ci/test_ci_workflow.py).  Where they cannot be installed the session goes
-    on and those tests skip, saying why (never pass)."""
-    out = session.run("python", "-m", "pip", "install", "-q", "-e", ".[workflow-lint]", silent=True,
+def _install_extra(session, extra, what, env=None):
+    """pyproject's `extra` into the session; where it cannot be installed the session goes on, and the tests that
+    need it skip, saying why (never pass): env, if given, carries pip's error to them."""
+    out = session.run("python", "-m", "pip", "install", "-q", "-e", f".[{extra}]", silent=True,
                       success_codes=range(256))
     failed = [line for line in (out or "").splitlines() if line.startswith("ERROR")]
     if failed:
-        session.env["CPYTHON_PERF_WORKFLOW_LINT_INSTALL"] = failed[-1][:300]
-        session.log(f"workflow linters not installed: {failed[-1]}")
+        if env:
+            session.env[env] = failed[-1][:300]
+        session.log(f"{what} not installed: {failed[-1]}")
 
 
-def _install_signature_checker(session):
-    """The sigstore package (pyproject's signatures extra) that checks 3.14+ releases' Sigstore bundles; where it
-    cannot be installed the session goes on, and what would need it says it was not checked (never passes)."""
-    out = session.run("python", "-m", "pip", "install", "-q", "-e", ".[signatures]", silent=True,
-                      success_codes=range(256))
-    failed = [line for line in (out or "").splitlines() if line.startswith("ERROR")]
-    if failed:
-        session.log(f"sigstore not installed: {failed[-1]}")
-
-
-def _install_fuzzer(session):
-    """hypothesis (pyproject's fuzz extra) for tests/record/test_fuzz_parsers.py; where it cannot be installed the
-    session goes on and those tests skip, saying why (never pass)."""
-    out = session.run("python", "-m", "pip", "install", "-q", "-e", ".[fuzz]", silent=True,
-                      success_codes=range(256))
-    failed = [line for line in (out or "").splitlines() if line.startswith("ERROR")]
-    if failed:
-        session.env["CPYTHON_PERF_FUZZ_INSTALL"] = failed[-1][:300]
-        session.log(f"hypothesis not installed: {failed[-1]}")
+def _install_test_extras(session):
+    """What nox -s unit and tests add to the driver: actionlint, shellcheck, check-jsonschema and zizmor
+    (workflow-lint) for the offline checks of .github/workflows/ (tests/ci/test_ci_workflow.py); sigstore
+    (signatures), which checks 3.14+ releases' Sigstore bundles; hypothesis (fuzz) for
+    tests/record/test_fuzz_parsers.py."""
+    _install_extra(session, "workflow-lint", "workflow linters", "CPYTHON_PERF_WORKFLOW_LINT_INSTALL")
+    _install_extra(session, "signatures", "sigstore")
+    _install_extra(session, "fuzz", "hypothesis", "CPYTHON_PERF_FUZZ_INSTALL")
 
 
 def _driver(session, *args):
@@ -99,9 +88,7 @@ def _pytest(session, *args):
 def unit(session):
     """Unit tests of the driver: no Docker (tests marked `container` are left out), about 75 s on 2 cores."""
     _install(session)
-    _install_workflow_linters(session)
-    _install_signature_checker(session)
-    _install_fuzzer(session)
+    _install_test_extras(session)
     _pytest(session, "tests", "-q", "-m", "not container")
 
 
@@ -137,9 +124,7 @@ def doctor(session):
 def tests(session):
     """The README's test command: unit tests, then the smoke cells for real."""
     _install(session)
-    _install_workflow_linters(session)
-    _install_signature_checker(session)
-    _install_fuzzer(session)
+    _install_test_extras(session)
     cells = [arg for name in MATRIX.smoke_cells for arg in ("--cell", name)]
     # CPython's own regression tests (minutes a cell) run in conformance-<cell>, not in CI's smoke run
     _pytest(session, "tests", "conformance", *cells, "-m", "not upstream_regression", "-ra",
@@ -151,7 +136,7 @@ def pin(session):
     """Pin a series to its newest python.org release, its signature checked, or list the stale pins:
     nox -s pin -- 3.15 | nox -s pin -- --check [--releases-from FILE] (cpython_perf/source/pins.py)."""
     _install(session)
-    _install_signature_checker(session)
+    _install_extra(session, "signatures", "sigstore")
     _driver(session, "pin", *session.posargs)
 
 
