@@ -17,12 +17,13 @@ and its cells are built inside it like the host's (docker/cell.Dockerfile.j2).
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import time
 from pathlib import Path
 
 from .. import host
-from ..errors import DriverError
+from ..errors import DriverError, ImageBuildFailed
 from ..matrix import ARCH_FACTS, HOST_ARCH, runs_natively
 from ..source import sources
 from . import render
@@ -93,9 +94,31 @@ def bootstrap_base(client, suite: str, packages: list[str], tag: str, log, debia
     """A base of packages bootstrapped as tag: mmdebstrap suite (and extra_suites of the same archive, e.g.
     bookworm-backports) from the Debian archive of sources.debian_archive_uri(), then `docker import`."""
     host.ensure_commands({"mmdebstrap": "mmdebstrap"}, log)
-    with tempfile.TemporaryDirectory(prefix="cpython-perf-rootfs-", dir=scratch_dir()) as tmp:
-        tar = Path(tmp) / "rootfs.tar"
-        arch_option = [f"--architectures={debian_arch}"] if debian_arch else []
-        cmd = ["mmdebstrap", "--variant=apt", *arch_option, f"--include={','.join(packages)}",
-               *mmdebstrap_archive_args(suite, sources.debian_archive_uri(), extra_suites, str(tar))]
-        bootstrap_image(client, cmd, tar, tag, log)
+    apt_options: list[str] = []
+    for attempt in (1, 2):
+        with tempfile.TemporaryDirectory(prefix="cpython-perf-rootfs-", dir=scratch_dir()) as tmp:
+            tar = Path(tmp) / "rootfs.tar"
+            arch_option = [f"--architectures={debian_arch}"] if debian_arch else []
+            cmd = ["mmdebstrap", "--variant=apt", *arch_option, *apt_options, f"--include={','.join(packages)}",
+                   *mmdebstrap_archive_args(suite, sources.debian_archive_uri(), extra_suites, str(tar))]
+            try:
+                bootstrap_image(client, cmd, tar, tag, log)
+                return
+            except ImageBuildFailed as exc:
+                expired = expired_release(str(exc))
+                if attempt == 2 or expired is None:
+                    raise
+        log(f"the archive's Release file ({expired}) has expired: a frozen or snapshot archive, whose index no "
+            f"longer renews its Valid-Until date. Bootstrapping {tag} again with {IGNORE_VALID_UNTIL} (its "
+            "signature is still checked, only its age is not; the image's own apt is set the same way)")
+        apt_options = [f"--aptopt={IGNORE_VALID_UNTIL}"]
+
+
+# apt's option for an archive whose Release file is past its Valid-Until date (a frozen copy, snapshot.debian.org)
+IGNORE_VALID_UNTIL = 'Acquire::Check-Valid-Until "false"'
+
+
+def expired_release(text: str) -> str | None:
+    """The Release file apt refused as expired in text (mmdebstrap's output), or None."""
+    m = re.search(r"Release file for (\S+) is expired", text)
+    return m.group(1) if m else None
