@@ -52,7 +52,7 @@ from pathlib import Path
 from ..errors import DriverError, RuntimeFailure
 from ..matrix import PERF_MODES
 from . import jit_inject, procfs
-from .container_files import DUMP_LIMIT, Keeper, process_mode
+from .container_files import Keeper, process_mode
 from .perf_data import PerfDataError, rename_jitdumps
 from .perf_runs import DWARF_MMAP_FUNCTION
 from .perf_samples import PERF_SCRIPT_FIELDS, PerfScriptError, parse_perf_script, printable
@@ -70,6 +70,7 @@ PERF_RECORD_CAPABILITIES = ("SYS_PTRACE",)   # beside the perf capability: attac
 # perf record options that choose what is recorded: given after `--`, nothing is added
 TARGET_OPTIONS = {"-a", "--all-cpus", "-p", "--pid", "-t", "--tid", "-C", "--cpu", "-G", "--cgroup", "-u", "--uid"}
 STOPPED_TMP_LIMIT = 4 << 30   # of a stopped container's /tmp, read from the engine as a tar
+STOPPED_FILE_LIMIT = 512 << 20   # of one file of that tar, read into memory
 
 
 class RecordFailed(RuntimeFailure):
@@ -201,7 +202,8 @@ def check_access(pid: int, proc: Path = procfs.PROC) -> None:
 class StoppedContainerFiles:
     """The /tmp of a container that has stopped (not removed), read once from the engine as a tar (at most
     STOPPED_TMP_LIMIT bytes of it): the Keeper's last resort for the files it had not finished copying.  Only
-    regular files of /tmp itself are read (a link in the tar is not followed), each at most DUMP_LIMIT bytes."""
+    regular files of /tmp itself are read (a link in the tar is not followed), each at most STOPPED_FILE_LIMIT
+    bytes (it is read into memory)."""
 
     def __init__(self, client, container_id: str, scratch: Path):
         self.client, self.container_id, self.scratch = client, container_id, scratch
@@ -236,7 +238,7 @@ class StoppedContainerFiles:
             info = tar.getmember(f"tmp/{name}")
         except KeyError:
             return None
-        if not info.isreg() or info.size > DUMP_LIMIT:
+        if not info.isreg() or info.size > STOPPED_FILE_LIMIT:
             return None
         member = tar.extractfile(info)
         return member.read() if member is not None else None
@@ -374,9 +376,17 @@ def prepare_out(out: Path) -> Path:
         out.mkdir(mode=0o700)
     except FileExistsError:
         pass
-    fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise DriverError(f"--out {out}: not a directory of its own ({exc.strerror}): name a directory, not a link "
+                          "or a file") from None
     try:
         st = os.fstat(fd)
+        owners = {os.geteuid()} | ({int(os.environ["SUDO_UID"])} if os.environ.get("SUDO_UID", "").isdigit() else set())
+        if st.st_uid not in owners:
+            raise DriverError(f"--out {out} belongs to uid {st.st_uid}, not to you: its owner could change what is "
+                              "written there as root; choose a directory of your own")
         if st.st_mode & 0o022:
             os.fchmod(fd, stat.S_IMODE(st.st_mode) & ~0o022)
         for name in (PERF_DATA, PERF_DATA + ".old", JIT_DATA, SCRIPT_TEXT, COMMANDS):

@@ -153,3 +153,16 @@ def test_summary_shows_no_escape_sequence_a_map_holds():
     lines = outside.summarise(text)
     assert all(c.isprintable() for line in lines for c in line), lines
     assert any("py::?]0;pwned?foo" in line for line in lines), lines
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a directory of another user is made by root")
+def test_an_output_directory_of_another_user_is_refused(tmp_path, monkeypatch):
+    """Its owner could rename or replace what root writes there: refused, naming the fix; nothing is removed."""
+    out = tmp_path / "theirs"
+    out.mkdir()
+    (out / outside.SCRIPT_TEXT).write_text("theirs")
+    os.chown(out, 65534, 65534)
+    monkeypatch.delenv("SUDO_UID", raising=False)
+    with pytest.raises(DriverError, match="belongs to uid 65534"):
+        outside.prepare_out(out)
+    assert (out / outside.SCRIPT_TEXT).read_text() == "theirs"
