@@ -111,6 +111,10 @@ def test_switched_on_from_outside_then_recorded(cell, target, docker_client, tmp
         status, report = switch(docker_client, container, cell, "perf")
         record_property("activate_seconds", round(time.monotonic() - began, 2))
         print(report)
+        if report.get("via") == "sys.remote_exec" and target == "threads" and status == 3:
+            pytest.skip(f"{cell.name}: sys.remote_exec() runs its script in the interpreter's main thread, and this "
+                        "target's main thread waits in join() for ever: the switch stays pending until it runs "
+                        f"Python code ({report.get('message')}); the series' request is taken by any thread")
         assert status == 0 and report.get("state") == "done" and report.get("active") is True, (
             f"activate --mode perf in the {target} target: exit {status}, {report}")
         assert wait_for_line(container, "active"), f"the {target} target never saw its trampoline active: {said(container)}"
@@ -185,6 +189,9 @@ def test_perf_jit_switched_on_from_outside(cell, docker_client):
 
 def test_refused_without_the_series(cell, docker_client):
     gate(cell)
+    if isinstance(cell, external.ExternalTarget):
+        pytest.skip(f"{cell.name} is an interpreter of an image: the other tests switch it (with the series' request "
+                    "where it has the series, with sys.remote_exec() on 3.14 and later) or skip saying why they cannot")
     if not cell.vanilla:
         not_applicable("patched", f"{cell.name} has the series: the other tests switch it")
     image = image_of(cell, docker_client)

@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 
 from ..errors import DriverError
-from .remote_request import printable
+from .remote_request import NO_SERIES, printable
 
 REQUEST_SCRIPT = Path(__file__).with_name("remote_request.py")
 MODES = ("perf", "perf_jit", "off")
@@ -132,7 +132,21 @@ def activate(client, matrix, container: str | None, pid: str | None, mode: str, 
     else:
         pid_mode = "host"
     status, output = run_in_tools_image(client, image, pid_mode, pid or "auto", mode, timeout)
-    return status, report_of(output)
+    report = report_of(output)
+    if container is not None and status == 2 and NO_SERIES in report.get("error", "") and "pid" in report:
+        # CPython as released: from 3.14 on, sys.remote_exec() runs the switch at the same kind of safe point
+        from . import procfs, remote_exec
+
+        namespace = procfs.Namespace(target.pid)
+        namespace.scan()
+        found = namespace.by_ns_pid(int(report["pid"]))
+        if found is not None:
+            log(f"process {report['pid']}: {NO_SERIES}; trying sys.remote_exec() (CPython 3.14+)")
+            status, stock = remote_exec.activate(client, target, found.ns_pid, found.pid, mode, timeout, log)
+            if "error" in stock:
+                stock["error"] = f"{report['error']}; and {stock['error']}"
+            return status, stock
+    return status, report
 
 
 def main(matrix, args, log=print) -> int:

@@ -217,7 +217,9 @@ def parse_gdb(output: str) -> tuple[int, int]:
 
 
 def why_gdb_failed(output: str, pid: int) -> str:
-    if re.search(r"No symbol \"?_PyPerf_Remote", output):
+    # gdb names the symbol it lacks, or, where the executable and its libraries have no symbol of that name
+    # and no debug information at all (a stripped distribution build), says no symbol table is loaded
+    if re.search(r"No symbol \"?_PyPerf_Remote", output) or "No symbol table is loaded" in output:
         return (f"process {pid} has no _PyPerf_RemoteRequest: its interpreter is {NO_SERIES} "
                 "(3.14 and later: sys.remote_exec() can run sys.activate_stack_trampoline() in it)")
     if "ptrace: Operation not permitted" in output or "Could not attach" in output:
