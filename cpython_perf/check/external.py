@@ -168,6 +168,11 @@ with open("/proc/self/maps") as f:
         if "x" in parts[1] and name.startswith(("python", "libpython")) and parts[5] not in mapped:
             mapped.append(parts[5])
 out["mapped"] = mapped
+try:   # the cpython-perf series exports _PyPerf_RemoteRequest (the switch from outside); CPython as released does not
+    import ctypes
+    out["series"] = hasattr(ctypes.pythonapi, "_PyPerf_RemoteRequest")
+except Exception:   # no ctypes in the image: unknown
+    out["series"] = None
 print(json.dumps(out))
 '''
 
@@ -254,6 +259,11 @@ class TargetFacts:
         """The interpreter has the backend, one way or the other (3.13.5's sys API refuses perf_jit, -X takes it)."""
         return self.offers_sys_api(backend) or self.offers_xoption(backend)
 
+    @property
+    def has_series(self) -> bool | None:
+        """Whether the interpreter carries the cpython-perf series (its _PyPerf_RemoteRequest); None: unknown."""
+        return self.python.get("series")
+
     def properties(self) -> dict[str, str]:
         """What a test records of the target (JUnit properties, read back by the report)."""
         return {
@@ -262,6 +272,7 @@ class TargetFacts:
             "perf_command": self.perf.command or "",
             "perf_capability": self.capability or "",
             "trampoline_api": str(bool(self.python.get("sys_api"))),
+            "cpython_perf_series": str(self.has_series),
             "PY_HAVE_PERF_TRAMPOLINE": str(self.python.get("config", {}).get("PY_HAVE_PERF_TRAMPOLINE")),
             "cflags_frame_pointers": str(cflags_frame_pointers(self.python.get("config", {}))),
             "eval_frame_pointer": str(self.eval_loop.frame_pointer),
