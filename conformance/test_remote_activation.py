@@ -23,7 +23,7 @@ import pytest
 from cpython_perf.run import containers
 from cpython_perf.check import external
 from cpython_perf.record import activate
-from cpython_perf.record.remote_request import NO_SERIES
+from cpython_perf.record.remote_request import NO_SERIES, XSAVE_REFUSED
 from cpython_perf.record.perf_samples import PERF_SCRIPT_FIELDS, chain_report, parse_perf_script, py_symbol
 
 from conftest import (MATRIX, SCRIPTS, assert_chain, cannot_run, image_of, not_applicable, perf_event_for, perf_of,
@@ -158,6 +158,9 @@ def test_switched_on_by_its_pid_on_this_machine(cell, gdb, docker_client):
         container.reload()
         pid = container.attrs["State"]["Pid"]
         status, report = switch(docker_client, container, cell, "perf", pid, gdb == "host-gdb")
+        if gdb == "host-gdb" and XSAVE_REFUSED in report.get("error", ""):
+            pytest.skip(f"this machine's gdb: {report['error']} (the tools-image case of this test switches the "
+                        "same process)")
         assert status == 0 and report.get("state") == "done" and report.get("active") is True, (
             f"activate --pid {pid} --mode perf ({gdb}): exit {status}, {report}")
         assert report.get("pid") == pid, f"the request answered for process {report.get('pid')}, not {pid}"

@@ -104,6 +104,7 @@ VERSIONS = (1,)                     # the layouts this script reads
 DONE, FAILED = 0, 1
 ACTIVE = {1: True, 0: False, -1: None}   # -1: sys.is_stack_trampoline_active() failed in the interpreter
 REQUEST_LIMIT = 2 ** 63             # request numbers are below it
+XSAVE_REFUSED = "this gdb cannot call a function in the process on this CPU"
 NO_SERIES = "not built with the cpython-perf series"   # the answer where the interpreter has no request
 DONE_EXIT, FAILED_EXIT, CANNOT_ASK, PENDING_EXIT = 0, 1, 2, 3
 
@@ -228,6 +229,10 @@ def why_gdb_failed(output: str, pid: int) -> str:
                 "already traced (a debugger, strace) cannot be attached")
     if "No such process" in output:
         return f"no process {pid} here"
+    if "Couldn't write extended state status" in output:
+        return (f"{XSAVE_REFUSED}: gdb could not write the thread's extended register state (XSAVE) to call the "
+                "request; gdb 13 fails so on CPUs with AMX registers: use the tools image's gdb (leave out "
+                "--host-gdb) or a newer gdb")
     tail = " | ".join(printable(line)[:300] for line in output.strip().splitlines()[-4:])
     return f"gdb could not make the request: {tail}"
 

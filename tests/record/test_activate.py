@@ -598,3 +598,12 @@ def test_a_proc_that_cannot_be_listed_makes_an_error(monkeypatch, capsys):
     monkeypatch.setattr(remote_request, "find_python", too_many)
     assert remote_request.main(["auto", "perf", "1"]) == remote_request.CANNOT_ASK
     assert "name one with --pid" in json.loads(capsys.readouterr().out)["error"]
+
+
+def test_a_gdb_that_cannot_write_the_registers_says_what_to_use_instead():
+    """gdb 13 on a CPU with AMX registers fails every function call it makes in the process ("Couldn't write
+    extended state status: Bad address"): the answer names that and the tools image's gdb."""
+    from cpython_perf.record.remote_request import XSAVE_REFUSED, why_gdb_failed
+
+    said = why_gdb_failed("[Inferior 1 (process 7) detached]\nCouldn't write extended state status: Bad address.\n", 7)
+    assert said.startswith(XSAVE_REFUSED) and "--host-gdb" in said
