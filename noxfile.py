@@ -15,6 +15,7 @@
   nox -s i386                 build and check the build-only i386 cells (native, no trampoline: no perf)
   nox -s apt-repo -- --key FPR    the built deb lanes as a signed apt repository in dist/apt/
   nox -s deb-check            is each deb lane on the archive's newest revision? (exit 1: one is behind)
+  nox -s stock-sid-3.15       a distribution's own interpreter (matrix.yaml stock:), its image made, the suite run
 """
 
 import os
@@ -323,6 +324,12 @@ def _deb_session(lane):
 
 for _lane in MATRIX.lanes.values():
     _deb_session(_lane)
+
+for _stock in MATRIX.stock.values():
+    _driver_session(_stock.session,
+                    f"{_stock.description}: its image bootstrapped from this machine's archive, then the conformance "
+                    f"suite with its modes ({', '.join(_stock.modes) or 'none: diagnosed'}); arguments go to pytest.",
+                    "external", "stock", _stock.name)
 
 
 @nox.session(name="apt-repo", default=False)

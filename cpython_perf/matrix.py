@@ -140,7 +140,8 @@ NATIVE_SINCE = {"perf": (3, 12), "perf_jit": (3, 13)}
 IMAGE_REPOSITORY = "cpython-perf"
 
 _TOP_KEYS = {"smoke_cells", "default_cell", "base_suite", "arches", "default_arches", "variants", "versions", "lanes",
-             "distributions", "regression_tests", "profilers", "arch_cflags"}
+             "distributions", "regression_tests", "profilers", "arch_cflags", "stock"}
+_STOCK_KEYS = {"distribution", "suite", "package", "python", "perf_suite", "modes", "description"}
 _PROFILER_KEYS = {"suite", "samply", "inferno", "py_spy"}
 _PY_SPY_KEYS = {"version", "sha256"}
 _VARIANT_KEYS = {"description", "cflags", "configure", "configure_since", "dwarf_stack_size", "environment"}
@@ -470,6 +471,26 @@ class Lane:
 
 
 @dataclass(frozen=True)
+class StockTarget:
+    """An interpreter as a distribution ships it, without the series (matrix.yaml `stock:`): its image bootstrapped
+    from the machine's archive, the conformance suite run on it (`nox -s stock-<name>`)."""
+
+    name: str                    # <suite>-<version>, e.g. sid-3.15
+    suite: str
+    version: str
+    description: str
+    package: str                 # e.g. python3.15
+    python: str                  # e.g. /usr/bin/python3.15
+    perf_suite: str
+    modes: tuple[str, ...]       # the perf modes it must give (the rest are diagnosed, not required)
+    distribution: Distribution
+
+    @property
+    def session(self) -> str:
+        return f"stock-{self.name}"
+
+
+@dataclass(frozen=True)
 class ProfilerPins:
     """The Debian suite and package versions of the tools image (matrix.yaml `profilers:`)."""
 
@@ -501,6 +522,8 @@ class Matrix:
     lanes: dict[str, Lane] = field(default_factory=dict)
     # the distributions the lanes build for, by key (debian)
     distributions: dict[str, Distribution] = field(default_factory=dict)
+    # stock interpreters, by name (<suite>-<version>)
+    stock: dict[str, StockTarget] = field(default_factory=dict)
     # version -> its series, additions and additions header (versions with a series only)
     series: dict[str, VersionSeries] = field(default_factory=dict)
     # versions whose recipe may pin a pre-release (a, b, rc): `prerelease: true` (cpython_perf/source/pins.py)
@@ -713,6 +736,7 @@ def load_matrix(path: Path | None = None) -> Matrix:
     matrix.profilers = _load_profilers(where, data)
     matrix.distributions = _load_distributions(where, data, matrix.root)
     matrix.lanes = _load_lanes(where, data, matrix, versions)
+    matrix.stock = _load_stock(where, data, matrix)
     for cell in matrix.cells.values():
         if cell.foreign_on(DEFAULT_ARCH) and matrix.build_python_cell_on(cell, DEFAULT_ARCH) is None:
             raise MatrixError(f"{path}: {cell.name} is cross-compiled on an {DEFAULT_ARCH} host, which needs an "
@@ -811,6 +835,45 @@ def _load_lanes(where: _Where, data, matrix: Matrix, versions) -> dict[str, Lane
             additions=tuple(vspec.get("additions") or ()), distribution=distribution,
             additions_header=matrix.series_of(version).additions_header, perf_revision=perf_revision)
     return lanes
+
+
+def _load_stock(where: _Where, data, matrix: Matrix) -> dict[str, StockTarget]:
+    """matrix.yaml `stock:` {<suite>-<version>: {distribution, package, python, perf_suite, modes, description}}."""
+    spec = data.get("stock")
+    if spec is None:
+        return {}
+    if not isinstance(spec, dict):
+        raise where.error(data, "stock", "stock must map <suite>-<version> (e.g. sid-3.15) to a stock interpreter")
+    found = {}
+    for name, entry in spec.items():
+        m = re.fullmatch(r"([a-z]+)-(3\.\d+)", str(name))
+        if not m:
+            raise where.error(spec, name, f"stock interpreter {name!r} must be named <suite>-<version>, e.g. sid-3.15")
+        suite, version = m.groups()
+        if not isinstance(entry, dict):
+            raise where.error(spec, name, f"stock interpreter {name} must be a mapping")
+        where.check_keys(entry, _STOCK_KEYS, f"stock.{name}")
+        dist_key = where.require(entry, "distribution", f"stock.{name}")
+        if dist_key not in matrix.distributions:
+            raise where.error(entry, "distribution", f"stock.{name}.distribution {dist_key!r} is not a key of "
+                                                     f"distributions: ({', '.join(matrix.distributions) or 'none'})")
+        package = str(entry.get("package") or f"python{version}")
+        if not _PACKAGE_NAME.fullmatch(package):
+            raise where.error(entry, "package", f"package of stock.{name} must be a package name (dpkg's rules)")
+        python = str(entry.get("python") or f"/usr/bin/python{version}")
+        if not re.fullmatch(r"/[A-Za-z0-9._/+-]+", python):
+            raise where.error(entry, "python", f"python of stock.{name} must be an absolute path, not {python!r}")
+        perf_suite = str(entry.get("perf_suite") or suite)
+        if not (perf_suite == suite or perf_suite.startswith(suite + "-")):
+            raise where.error(entry, "perf_suite", f"perf_suite of stock.{name} must be {suite} or one of its "
+                                                   f"suites (e.g. {suite}-backports)")
+        modes = entry.get("modes") or []
+        if not isinstance(modes, list) or not all(mode in PERF_MODES for mode in modes):
+            raise where.error(entry, "modes", f"modes of stock.{name} must be a list of {', '.join(PERF_MODES)}")
+        found[name] = StockTarget(name=name, suite=suite, version=version,
+                                  description=str(entry.get("description") or ""), package=package, python=python,
+                                  perf_suite=perf_suite, modes=tuple(modes), distribution=matrix.distributions[dist_key])
+    return found
 
 
 _DISTRIBUTION_KEY = re.compile(r"[a-z][a-z0-9-]*")

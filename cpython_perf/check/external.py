@@ -566,6 +566,12 @@ def add_arguments(parser) -> None:
     p.add_argument("--expect-modes", default=None)
     p.add_argument("--results", default=str(PROJECT_ROOT / "results"))
     pass_unknown_arguments(p)
+    p = sub.add_parser("stock", allow_abbrev=False,
+                       help="a stock interpreter of matrix.yaml's stock: (e.g. sid-3.15): its image bootstrapped, "
+                            "then the conformance suite with its modes; other arguments go to pytest")
+    p.add_argument("name")
+    p.add_argument("--results", default=str(PROJECT_ROOT / "results"))
+    pass_unknown_arguments(p)
     p = sub.add_parser("image", help="bootstrap a stock Debian image with a suite's interpreter and linux-perf")
     p.add_argument("--suite", required=True, help="Debian suite, e.g. bookworm")
     p.add_argument("--package", required=True, help="the interpreter's package, e.g. python3.11")
@@ -577,6 +583,19 @@ def _run_command(args) -> int:
     if args.action == "image":
         print(ensure_stock_image(host.docker_client(), args.suite, args.package, args.perf_suite, args.rebuild))
         return 0
+    if args.action == "stock":
+        from ..matrix import load_matrix
+
+        matrix = load_matrix()
+        target = matrix.stock.get(args.name)
+        if target is None:
+            raise DriverError(f"no stock interpreter {args.name!r}: matrix.yaml's stock: has "
+                              f"{', '.join(matrix.stock) or 'none'}")
+        image = ensure_stock_image(host.docker_client(), target.suite, target.package, target.perf_suite)
+        args.image, args.python = image, target.python
+        args.expect_modes = ",".join(target.modes) if target.modes else None
+        print(f"stock {target.name}: {target.description}; {target.package} in {image}, must give "
+              f"{', '.join(target.modes) or 'no mode'}", flush=True)
     try:
         parse_modes(args.expect_modes)
     except ValueError as exc:
