@@ -769,28 +769,50 @@ _PACKAGE_NAME = re.compile(r"[a-z0-9][a-z0-9.+-]*")
 _PACKAGE_VERSION = re.compile(r"[0-9][A-Za-z0-9.+~:-]*-[A-Za-z0-9.+~]+")
 
 
-def _load_lanes(where: _Where, data, matrix: Matrix, versions) -> dict[str, Lane]:
-    """matrix.yaml `lanes:` {<suite>-<version>: {source_package, package_version, suites, perf_suite, modes}}."""
-    spec = data.get("lanes")
+def _suite_version_entries(where: _Where, data, section: str, what: str, short: str, example: str, keys: set[str],
+                           matrix: Matrix):
+    """Each entry of a matrix.yaml section keyed <suite>-<version> (`lanes:`, `stock:`), checked alike: (the
+    section, the name, the entry, its suite, its version, its distribution).  what names an entry in messages
+    (e.g. "packaging lane"), short in the section's own (e.g. "lane")."""
+    spec = data.get(section)
     if spec is None:
-        return {}
+        return
     if not isinstance(spec, dict):
-        raise where.error(data, "lanes", "lanes must map <suite>-<version> (e.g. bookworm-3.11) to a lane")
-    lanes = {}
-    for name, lane in spec.items():
+        raise where.error(data, section, f"{section} must map <suite>-<version> (e.g. {example}) to a {short}")
+    for name, entry in spec.items():
         m = re.fullmatch(r"([a-z]+)-(3\.\d+)", str(name))
         if not m:
-            raise where.error(spec, name, f"packaging lane {name!r} must be named <suite>-<version>, e.g. bookworm-3.11")
+            raise where.error(spec, name, f"{what} {name!r} must be named <suite>-<version>, e.g. {example}")
         suite, version = m.groups()
-        if not isinstance(lane, dict):
-            raise where.error(spec, name, f"packaging lane {name} must be a mapping")
-        where.check_keys(lane, _LANE_KEYS, f"lanes.{name}")
-        dist_key = where.require(lane, "distribution", f"lanes.{name}")
+        if not isinstance(entry, dict):
+            raise where.error(spec, name, f"{what} {name} must be a mapping")
+        where.check_keys(entry, keys, f"{section}.{name}")
+        dist_key = where.require(entry, "distribution", f"{section}.{name}")
         if dist_key not in matrix.distributions:
-            raise where.error(lane, "distribution", f"lanes.{name}.distribution {dist_key!r} is not a key of "
-                                                    f"distributions: ({', '.join(matrix.distributions) or 'none'}): "
-                                                    "name one of them or add it there")
-        distribution = matrix.distributions[dist_key]
+            raise where.error(entry, "distribution", f"{section}.{name}.distribution {dist_key!r} is not a key of "
+                                                     f"distributions: ({', '.join(matrix.distributions) or 'none'}): "
+                                                     "name one of them or add it there")
+        yield spec, name, entry, suite, version, matrix.distributions[dist_key]
+
+
+def _perf_suite_and_modes(where: _Where, entry, label: str, suite: str) -> tuple[str, tuple[str, ...]]:
+    """An entry's perf_suite (default: its suite; else one of that suite's, e.g. bookworm-backports) and modes."""
+    perf_suite = str(entry.get("perf_suite") or suite)
+    if not (perf_suite == suite or perf_suite.startswith(suite + "-")):
+        raise where.error(entry, "perf_suite", f"perf_suite of {label} must be {suite} or one of its suites "
+                                               f"(e.g. {suite}-backports)")
+    modes = entry.get("modes") or []
+    if not isinstance(modes, list) or not all(mode in PERF_MODES for mode in modes):
+        raise where.error(entry, "modes", f"modes of {label} must be a list of {', '.join(PERF_MODES)}")
+    return perf_suite, tuple(modes)
+
+
+def _load_lanes(where: _Where, data, matrix: Matrix, versions) -> dict[str, Lane]:
+    """matrix.yaml `lanes:` {<suite>-<version>: {source_package, package_version, suites, perf_suite, modes}}."""
+    lanes = {}
+    for spec, name, lane, suite, version, distribution in _suite_version_entries(
+            where, data, "lanes", "packaging lane", "lane", "bookworm-3.11", _LANE_KEYS, matrix):
+        dist_key = lane["distribution"]
         if distribution.release_number(suite) is None:
             raise where.error(spec, name, f"lane {name}: {suite} is not a release of distributions.{dist_key} "
                                           f"({', '.join(c for c, _ in distribution.releases)}): add it to its "
@@ -817,21 +839,15 @@ def _load_lanes(where: _Where, data, matrix: Matrix, versions) -> dict[str, Lane
         if not all(s == suite or s.startswith(suite + "-") or s == distribution.security_suite_of(suite)
                    for s in suites):
             raise where.error(lane, "suites", f"suites of {name} must be {suite} or its -security/-updates suites")
-        perf_suite = str(lane.get("perf_suite") or suite)
-        if not (perf_suite == suite or perf_suite.startswith(suite + "-")):
-            raise where.error(lane, "perf_suite", f"perf_suite of {name} must be {suite} or one of its suites "
-                                                  f"(e.g. {suite}-backports)")
+        perf_suite, modes = _perf_suite_and_modes(where, lane, name, suite)
         perf_revision = lane.get("perf_revision", 1)
         if not isinstance(perf_revision, int) or isinstance(perf_revision, bool) or perf_revision < 1:
             raise where.error(lane, "perf_revision", f"perf_revision of {name} must be a whole number from 1 (the N "
                                                      f"of {pversion}+perfN), not {perf_revision!r}")
-        modes = lane.get("modes") or []
-        if not isinstance(modes, list) or not all(mode in PERF_MODES for mode in modes):
-            raise where.error(lane, "modes", f"modes of {name} must be a list of {', '.join(PERF_MODES)}")
         lanes[name] = Lane(
             name=name, suite=suite, version=version, description=str(lane.get("description") or ""),
             source_package=package, package_version=pversion, suites=tuple(suites), perf_suite=perf_suite,
-            modes=tuple(modes), series=matrix.root / vspec["series"],
+            modes=modes, series=matrix.root / vspec["series"],
             additions=tuple(vspec.get("additions") or ()), distribution=distribution,
             additions_header=matrix.series_of(version).additions_header, perf_revision=perf_revision)
     return lanes
@@ -839,40 +855,19 @@ def _load_lanes(where: _Where, data, matrix: Matrix, versions) -> dict[str, Lane
 
 def _load_stock(where: _Where, data, matrix: Matrix) -> dict[str, StockTarget]:
     """matrix.yaml `stock:` {<suite>-<version>: {distribution, package, python, perf_suite, modes, description}}."""
-    spec = data.get("stock")
-    if spec is None:
-        return {}
-    if not isinstance(spec, dict):
-        raise where.error(data, "stock", "stock must map <suite>-<version> (e.g. sid-3.15) to a stock interpreter")
     found = {}
-    for name, entry in spec.items():
-        m = re.fullmatch(r"([a-z]+)-(3\.\d+)", str(name))
-        if not m:
-            raise where.error(spec, name, f"stock interpreter {name!r} must be named <suite>-<version>, e.g. sid-3.15")
-        suite, version = m.groups()
-        if not isinstance(entry, dict):
-            raise where.error(spec, name, f"stock interpreter {name} must be a mapping")
-        where.check_keys(entry, _STOCK_KEYS, f"stock.{name}")
-        dist_key = where.require(entry, "distribution", f"stock.{name}")
-        if dist_key not in matrix.distributions:
-            raise where.error(entry, "distribution", f"stock.{name}.distribution {dist_key!r} is not a key of "
-                                                     f"distributions: ({', '.join(matrix.distributions) or 'none'})")
+    for _, name, entry, suite, version, distribution in _suite_version_entries(
+            where, data, "stock", "stock interpreter", "stock interpreter", "sid-3.15", _STOCK_KEYS, matrix):
         package = str(entry.get("package") or f"python{version}")
         if not _PACKAGE_NAME.fullmatch(package):
             raise where.error(entry, "package", f"package of stock.{name} must be a package name (dpkg's rules)")
         python = str(entry.get("python") or f"/usr/bin/python{version}")
         if not re.fullmatch(r"/[A-Za-z0-9._/+-]+", python):
             raise where.error(entry, "python", f"python of stock.{name} must be an absolute path, not {python!r}")
-        perf_suite = str(entry.get("perf_suite") or suite)
-        if not (perf_suite == suite or perf_suite.startswith(suite + "-")):
-            raise where.error(entry, "perf_suite", f"perf_suite of stock.{name} must be {suite} or one of its "
-                                                   f"suites (e.g. {suite}-backports)")
-        modes = entry.get("modes") or []
-        if not isinstance(modes, list) or not all(mode in PERF_MODES for mode in modes):
-            raise where.error(entry, "modes", f"modes of stock.{name} must be a list of {', '.join(PERF_MODES)}")
+        perf_suite, modes = _perf_suite_and_modes(where, entry, f"stock.{name}", suite)
         found[name] = StockTarget(name=name, suite=suite, version=version,
                                   description=str(entry.get("description") or ""), package=package, python=python,
-                                  perf_suite=perf_suite, modes=tuple(modes), distribution=matrix.distributions[dist_key])
+                                  perf_suite=perf_suite, modes=modes, distribution=distribution)
     return found
 
 
