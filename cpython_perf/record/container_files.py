@@ -266,28 +266,28 @@ class Keeper:
 
     # -- reading the container's /tmp
 
-    def _roots(self, process: procfs.ProcessId) -> list[Path]:
-        """Where the process's /tmp can be read now: its own root while it lives, else the container's."""
-        roots = []
+    def _roots(self, process: procfs.ProcessId) -> tuple[bool, list[ForeignRoot]]:
+        """Where the process's /tmp can be read now: its own root while it lives, else the container's; whether
+        there was any, and those that could be opened (once for both of its files; the caller closes them)."""
+        paths = []
         if procfs.alive(process, self.proc):
-            roots.append(self.proc / str(process.pid) / "root")
+            paths.append(self.proc / str(process.pid) / "root")
         if self.anchor is not None and procfs.alive(self.anchor, self.proc):
-            roots.append(self.proc / str(self.anchor.pid) / "root")
-        return roots
+            paths.append(self.proc / str(self.anchor.pid) / "root")
+        opened = []
+        for path in paths:
+            try:
+                opened.append(ForeignRoot(path))
+            except OSError:
+                pass    # the process has gone since it was looked at
+        return bool(paths), opened
 
     def _refuse(self, what: str, why: str) -> None:
         self.refused.setdefault(what, why)
 
-    def _copy_from(self, kept: Kept, root: Path) -> bool:
-        """Copy what is new of kept's source from the /tmp of root; False when it is not there."""
-        try:
-            foreign = ForeignRoot(root)
-        except OSError:
-            return False    # the process has gone since it was looked at
-        try:
-            fd, st = foreign.open_regular(f"tmp/{kept.source}")
-        finally:
-            foreign.close()
+    def _copy_from(self, kept: Kept, root: ForeignRoot) -> None:
+        """Copy what is new of kept's source from the /tmp of root (FileNotFoundError: it is not there)."""
+        fd, st = root.open_regular(f"tmp/{kept.source}")
         try:
             if st.st_size < kept.taken:
                 kept.restart()
@@ -301,9 +301,8 @@ class Keeper:
                     break
         finally:
             os.close(fd)
-        return True
 
-    def _copy(self, kept: Kept, read: Callable[[], "bytes | None"] | None, roots: list[Path]) -> bool:
+    def _copy(self, kept: Kept, read: Callable[[], "bytes | None"] | None, roots: list[ForeignRoot]) -> bool:
         """Copy what is new of kept's source; False when it was found nowhere (or was refused)."""
         what = f"/tmp/{kept.source} of process {kept.host_pid}"
         if what in self.refused:
@@ -311,8 +310,8 @@ class Keeper:
         try:
             for root in roots:
                 try:
-                    if self._copy_from(kept, root):
-                        return True
+                    self._copy_from(kept, root)
+                    return True
                 except FileNotFoundError:
                     continue
             data = read() if read is not None else None
@@ -383,21 +382,25 @@ class Keeper:
                 continue
             gone = not procfs.alive(process, self.proc)
             self.copy_objects(process)
-            roots = self._roots(process)
-            for name, jitdump in ((map_name(process.ns_pid), False), (dump_name(process.ns_pid), True)):
-                dest_name = dump_name(process.pid) if jitdump else map_name(process.pid)
-                kept = self.kept.get(dest_name)
-                fresh = kept is None
-                if fresh:
-                    kept = Kept(name, self.dest / dest_name, jitdump, process.pid, out=self.out)
-                    self.out.remove(dest_name)
-                found = self._copy(kept, (lambda n=name: reader(n)) if reader is not None else None, roots)
-                if found and fresh:
-                    if not kept.made:
-                        os.close(self.out.create(dest_name))
-                        kept.made = True
-                    self.kept[dest_name] = kept
-            if gone and (roots or reader is not None):
+            any_root, roots = self._roots(process)
+            try:
+                for name, jitdump in ((map_name(process.ns_pid), False), (dump_name(process.ns_pid), True)):
+                    dest_name = dump_name(process.pid) if jitdump else map_name(process.pid)
+                    kept = self.kept.get(dest_name)
+                    fresh = kept is None
+                    if fresh:
+                        kept = Kept(name, self.dest / dest_name, jitdump, process.pid, out=self.out)
+                        self.out.remove(dest_name)
+                    found = self._copy(kept, (lambda n=name: reader(n)) if reader is not None else None, roots)
+                    if found and fresh:
+                        if not kept.made:
+                            os.close(self.out.create(dest_name))
+                            kept.made = True
+                        self.kept[dest_name] = kept
+            finally:
+                for root in roots:
+                    root.close()
+            if gone and (any_root or reader is not None):
                 # copied after the process exited: its files take nothing more
                 self._finished.add(process.pid)
 

@@ -158,11 +158,11 @@ def activate(client, container, ns_pid: int, host_pid: int, mode: str, timeout: 
         except OSError as exc:
             return CANNOT_ASK, {**report, "error": f"the container's /tmp cannot be written safely: {exc}"}
         try:
-            _write_new(tmp_fd, payload, payload_text(mode, f"/tmp/{answer}").encode())
+            code = payload_text(mode, f"/tmp/{answer}")
+            _write_new(tmp_fd, payload, code.encode())
             log(f"$ docker run --rm --pid container:{container.id[:12]} --cap-add {PTRACE_CAPABILITY} --network none "
                 f"{container.image} {interpreter} -c CALLER {ns_pid} /tmp/{payload} PAYLOAD")
-            sent = _run_caller(client, container, interpreter, ns_pid, f"/tmp/{payload}",
-                               payload_text(mode, f"/tmp/{answer}"), timeout)
+            sent = _run_caller(client, container, interpreter, ns_pid, f"/tmp/{payload}", code, timeout)
             if "error" in sent:
                 return CANNOT_ASK, {**report, "error": sent["error"]}
             deadline = time.monotonic() + timeout
