@@ -127,8 +127,9 @@ def tests(session):
     _install(session)
     _install_test_extras(session)
     cells = [arg for name in MATRIX.smoke_cells for arg in ("--cell", name)]
+    stock = [arg for name in MATRIX.smoke_stock for arg in ("--stock", name)]
     # CPython's own regression tests (minutes a cell) run in conformance-<cell>, not in CI's smoke run
-    _pytest(session, "tests", "conformance", *cells, "-m", "not upstream_regression", "-ra",
+    _pytest(session, "tests", "conformance", *cells, *stock, "-m", "not upstream_regression", "-ra",
             "--junitxml=results/tests-junit.xml")
 
 

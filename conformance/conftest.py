@@ -37,7 +37,7 @@ from pathlib import Path
 import pytest
 
 from cpython_perf import host
-from cpython_perf.check import external
+from cpython_perf.check import defects, external
 from cpython_perf.check.suite_results import SKIP_EXPECTED
 from cpython_perf.errors import DockerUnavailable, DriverError, PerfNotPermitted, SourceUnavailable, UnknownCell
 from cpython_perf.image import pipeline, tools
@@ -52,7 +52,6 @@ SCRIPTS = Path(__file__).parent / "scripts"
 SEED_SCRIPT = perf_runs.SEED_SCRIPT
 PYTHON = "/opt/cpython/bin/python3"
 _REQUIRES = re.compile(r"^#\s*requires:\s*(.*)$", re.M)
-_FIXES = re.compile(r"^#\s*fixes:\s*(.*)$", re.M)
 
 
 def pytest_addoption(parser):
@@ -66,6 +65,9 @@ def pytest_addoption(parser):
                     default=os.environ.get("CPYTHON_PERF_STRICT", "") not in ("", "0"),
                     help="a selected cell that cannot run here (no source, no perf permission, a host that cannot "
                          "build it) fails instead of being skipped; also CPYTHON_PERF_STRICT=1 (CI sets it)")
+    group.addoption("--stock", action="append", default=[],
+                    help="a stock interpreter of matrix.yaml's stock: (e.g. sid-3.15; repeatable): its image (made "
+                         "from the machine's archive where missing), python, modes and known defects")
     group.addoption("--expect-modes", default=None,
                     help="perf modes the --image/--python target must pass (e.g. perf,perf_jit); without it a mode "
                          "that does not work there is skipped with the diagnosis")
@@ -105,8 +107,18 @@ def build_only_skip_reason(cell) -> str:
 
 
 def selected_targets(config) -> list[external.ExternalTarget]:
-    """The external target of --image/--python (none without them)."""
+    """The external target of --stock, or of --image/--python (none without them)."""
     image, python = config.getoption("image"), config.getoption("target_python")
+    stock = config.getoption("stock")
+    if stock:
+        if image or python or config.getoption("expect_modes"):
+            raise pytest.UsageError("--stock NAME names the image, python and modes: not with --image, --python "
+                                    "or --expect-modes")
+        unknown = [name for name in stock if name not in MATRIX.stock]
+        if unknown:
+            raise pytest.UsageError(f"--stock {', '.join(unknown)}: matrix.yaml's stock: has "
+                                    f"{', '.join(MATRIX.stock) or 'none'}")
+        return [stock_target(MATRIX.stock[name]) for name in dict.fromkeys(stock)]
     if not image and not python:
         return []
     if not (image and python):
@@ -115,6 +127,13 @@ def selected_targets(config) -> list[external.ExternalTarget]:
         return [external.ExternalTarget(image, python, external.parse_modes(config.getoption("expect_modes")))]
     except ValueError as exc:
         raise pytest.UsageError(f"--expect-modes: {exc}") from None
+
+
+def stock_target(target) -> external.ExternalTarget:
+    """matrix.yaml's stock interpreter as the suite checks it: its image, python, modes and what it carries."""
+    return external.ExternalTarget(external.stock_image_tag(target.suite, target.package, target.perf_suite),
+                                   target.python, target.modes, carries=target.defects, stock=target.name,
+                                   not_given=tuple(sorted(target.not_given.items())), jit=target.jit)
 
 
 TARGET_FIXTURES = ("target_mode",)
@@ -218,14 +237,14 @@ def check_script_requirements(path: Path) -> set[str]:
 
 def check_script_fixes(path: Path) -> list[str]:
     """What a fix reproducer checks, from its '# fixes: gh-NNN' (or '# fixes: patches/3.13/NNNN') line."""
-    m = _FIXES.search(path.read_text())
-    return m.group(1).replace(",", " ").split() if m else []
+    return defects.fixes(path.read_text())
 
 
 def check_applies(cell, script: Path) -> bool:
     """A check runs where the cell's interpreter offers the backends it requires; on a vanilla cell only fix reproducers run.
     (An external target's backends are its claimed modes, or every backend: conftest.target_check_gate.)"""
-    if not cell.backends or not check_script_requirements(script) <= set(cell.backends):
+    backends = getattr(cell, "check_backends", cell.backends)
+    if not backends or not check_script_requirements(script) <= set(backends):
         return False
     return bool(check_script_fixes(script)) if cell.vanilla else True
 
@@ -242,8 +261,11 @@ def pytest_generate_tests(metafunc):
         params = [(c, m) for c in cells if not c.vanilla for m in c.modes]
         metafunc.parametrize("cell_mode", params, ids=[f"{c.name}-{m}" for c, m in params])
     elif "target_mode" in names:
-        params = [(t, m) for t in selected_targets(metafunc.config) for m in t.modes]
-        metafunc.parametrize("target_mode", params, ids=[f"{t.name}-{m}" for t, m in params])
+        # an interpreter built with the experimental JIT (off by default) gives each mode with PYTHON_JIT=1 too
+        params = [(t, m, jit) for t in selected_targets(metafunc.config) for m in t.modes
+                  for jit in ((False, True) if t.jit else (False,))]
+        metafunc.parametrize("target_mode", params,
+                             ids=[f"{t.name}-{m}{'-jit' if jit else ''}" for t, m, jit in params])
     elif "cell_check" in names:
         targets = selected_targets(metafunc.config)
         params = [(c, s) for c in [*cells, *targets] for s in check_scripts() if check_applies(c, s)]
@@ -606,6 +628,7 @@ def runner_for(docker_client, tmp_path, tmp_path_factory, record_property):
 # External targets: an interpreter in an image, not a matrix cell (cpython_perf.check.external)
 
 _target_facts: dict[str, external.TargetFacts | BaseException] = {}
+_stock_images: dict[str, str | BaseException] = {}
 
 
 def target_image(target, docker_client) -> str:
@@ -614,6 +637,11 @@ def target_image(target, docker_client) -> str:
     try:
         docker_client.images.get(target.image)
     except docker.errors.ImageNotFound:
+        if target.stock:
+            stock = MATRIX.stock[target.stock]
+            return once_per_session(_stock_images, target.stock, lambda: external.ensure_stock_image(
+                docker_client, stock.suite, stock.package, stock.perf_suite),
+                f"the image of stock.{target.stock} could not be made")
         pytest.fail(f"image {target.image} does not exist here (docker pull or build it; for stock Debian ones: "
                     "python -m cpython_perf external image --suite SUITE --package python3.X)", pytrace=False)
     return target.image
@@ -655,6 +683,20 @@ def target_runner(target, docker_client, tmp_path, tmp_path_factory, record_prop
     runner.python = target.python
     runner.perf = perf_of(target, docker_client, tmp_path_factory)
     return with_host_event(runner, record_property)
+
+
+def xfail_if_carried(cell, defect_id: str, seen: str, target_facts, record_property) -> None:
+    """A test's failure on an interpreter without the series whose evidence (seen, checked by the caller) is
+    the catalogued defect's, where the target carries it: an xfail 'present in <version>: ...'.  Returns
+    otherwise (a cell, an interpreter with the series, a target not listed with the defect): the caller fails."""
+    if not isinstance(cell, external.ExternalTarget):
+        return
+    facts = target_facts(cell)
+    carried = cell.carries if cell.carries is not None else tuple(MATRIX.defects)
+    if facts.has_series is not False or defect_id not in carried:
+        return
+    record_property("defect_present", defect_id)
+    pytest.xfail(f"{defects.present_text(MATRIX.defects[defect_id], facts.version_text)}; seen: {seen}")
 
 
 def target_check_gate(cell, script: Path, target_facts, record_property) -> None:

@@ -15,6 +15,13 @@ $CPYTHON_PERF_DWARF_STACK (the runner sets both).  Header lines:
                               reproduce under qemu-user: on a foreign-arch
                               vanilla twin it is skipped with that reason
                               (it still runs, as a check, on the patched cell)
+  # checks: behaviour         what any interpreter with the backend must do
+  # hits: ID /REGEX/          on an interpreter without the series, a failure is defect ID's
+                              where every failure line the check printed matches the REGEX
+                              of a defect (matrix.yaml defects:) the target carries
+                              (cpython_perf/check/defects.py); anything else fails
+  # checks: series            a feature only the series has: skipped, with the reason, on an
+                              interpreter without it
   # fixes: gh-NNN             a reproducer of an upstream defect (or patches/3.13/NNNN,
                               the series patch that fixes it, where upstream has no
                               issue for it): it must FAIL
@@ -30,10 +37,9 @@ import re
 
 import pytest
 
-from cpython_perf.check import external
-from cpython_perf.matrix import PROJECT_ROOT
+from cpython_perf.check import defects, external
 
-from conftest import check_script_fixes, not_applicable, target_check_gate
+from conftest import MATRIX, check_script_fixes, not_applicable, target_check_gate
 
 CANNOT_CHECK = 2
 RECORDS_PERF = re.compile(r"^#\s*records:\s*perf\b", re.M)
@@ -49,6 +55,10 @@ def test_check_script(cell_check, runner_for, record_property, target_facts):
                        f"qemu-user; on {cell.name} the qemu-system guest records the seed chain and the shape "
                        "catalogue (test_seed_chain, test_catalogue_shapes), and the script runs on the x86_64 cells")
     target_check_gate(cell, script, target_facts, record_property)   # an external target (--image/--python): see conftest
+    if isinstance(cell, external.ExternalTarget) and defects.is_series_feature(script.read_text()) \
+            and target_facts(cell).has_series is False:
+        pytest.skip(f"{script.name} checks a feature of the series ({first_sentence(script)}); {cell.name} is "
+                    "built without it")
     runner = runner_for(cell)
     result = runner.run([runner.python, f"/src/{script.name}"], timeout=1200)
     output = (result.stdout + result.stderr)[-6000:]
@@ -56,13 +66,11 @@ def test_check_script(cell_check, runner_for, record_property, target_facts):
     fixes = check_script_fixes(script)
     if result.exit_code == CANNOT_CHECK:
         pytest.skip(f"{script.name} cannot check on {cell.name}: {output.strip().splitlines()[-1] if output.strip() else ''}")
-    if isinstance(cell, external.ExternalTarget) and fixes and result.exit_code == 1:
+    if isinstance(cell, external.ExternalTarget):
         facts = target_facts(cell)
         if facts.has_series is False:
-            # CPython as released (or a build without the series): the defect it carries is a finding about the
-            # interpreter, not a failure of the suite
-            record_property("defect_present", " ".join(fixes))
-            pytest.xfail(defect_present(script, fixes, facts.version_text))
+            judge_without_series(cell, script, result.exit_code, output, facts.version_text, record_property)
+            return
     if cell.vanilla:
         record_property("defect_reproduced", result.exit_code == 1)
         assert result.exit_code == 1, (
@@ -73,18 +81,31 @@ def test_check_script(cell_check, runner_for, record_property, target_facts):
         assert result.exit_code == 0, f"{script.name} failed in {cell.name} (exit {result.exit_code}):\n{output}"
 
 
-def defect_present(script, fixes: list[str], version: str) -> str:
-    """What an external interpreter's defect means, from the reproducer's own words: 'present: <issue>', what the
-    check found (its docstring's first sentence), and the series patch that fixes it."""
+def judge_without_series(target, script, exit_code: int, output: str, version: str, record_property) -> None:
+    """An interpreter as released (no series): a failure that catalogued defects it carries explain all of is a
+    finding about the interpreter (xfail 'present: ...'), anything else fails; a stock target's list of known
+    defects must also hold the other way (a reproducer it lists that passes: the list is out of date)."""
     text = script.read_text()
-    m = re.search(r'"""(.+?)(?:\.(?=\s+[A-Z])|"""|\n\s*\n)', text, re.S)
-    what = " ".join(m.group(1).split()).rstrip(".") if m else script.name
-    where = []
-    for fix in fixes:
-        if fix.startswith("patches/"):
-            where += [str(p.relative_to(PROJECT_ROOT)) for p in sorted(PROJECT_ROOT.glob(fix + "-*.patch"))]
-        else:
-            where += [str(p.relative_to(PROJECT_ROOT)) for p in sorted(PROJECT_ROOT.glob(f"patches/*/*{fix}*.patch"))]
-    upstream = [f for f in fixes if f.startswith("gh-")]
-    return (f"present in {version}: {', '.join(upstream) or 'not reported upstream'}: {what}. "
-            f"fixed by {', '.join(where) or ', '.join(fixes)} (the project's cells and deb lanes carry it)")
+    carried = target.carries if target.carries is not None else tuple(MATRIX.defects)
+    listed = f"matrix.yaml's stock.{target.stock}.defects" if target.stock else "the catalogue"
+    if exit_code == 0:
+        stale = [d for d in defects.fixes(text) if target.carries is not None and d in target.carries]
+        assert not stale, (f"{script.name} passes on {target.name} ({version}), but {listed} says it carries "
+                           f"{', '.join(stale)}: take it off the list (fixed in this release?)")
+        return
+    verdict = defects.explain(text, output, carried)
+    if not verdict.explained:
+        missing = [d for d in defects.fixes(text) + [d for d, _ in defects.hits(text)]
+                   if d not in carried and d in MATRIX.defects]
+        hint = (f"; if it is {', '.join(dict.fromkeys(missing))}, add that to {listed}" if missing
+                and target.carries is not None else "")
+        pytest.fail(f"{script.name} failed on {target.name} ({version}, without the series) and no defect "
+                    f"{listed} lists explains {'; '.join(verdict.unexplained) or 'it'}{hint}:\n{output}",
+                    pytrace=False)
+    record_property("defect_present", " ".join(verdict.defects))
+    pytest.xfail(" | ".join(defects.present_text(MATRIX.defects[d], version) for d in verdict.defects))
+
+
+def first_sentence(script) -> str:
+    m = re.search(r'"""(.+?)(?:\.(?=\s)|"""|\n\s*\n)', script.read_text(), re.S)
+    return " ".join(m.group(1).split()) if m else script.name

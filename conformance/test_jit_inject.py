@@ -18,14 +18,17 @@ import shutil
 
 import pytest
 
+from cpython_perf.check import external
+from cpython_perf.record import perf_runs
 from cpython_perf.record.perf_samples import parse_perf_script
 
-from conftest import JIT_INJECT_COUNTS, JIT_INJECT_FILES, jit_inject_not_applicable, jit_inject_script, not_applicable
+from conftest import (JIT_INJECT_COUNTS, JIT_INJECT_FILES, jit_inject_not_applicable, jit_inject_script,
+                      not_applicable, xfail_if_carried)
 
 pytestmark = [pytest.mark.needs_perf, pytest.mark.also_external]
 
 
-def test_jit_inject_names_every_frame_as_perf_inject_does(cell, runner_for, record_property):
+def test_jit_inject_names_every_frame_as_perf_inject_does(cell, runner_for, record_property, target_facts):
     skip = jit_inject_not_applicable(cell)
     if skip:
         not_applicable(*skip)
@@ -51,6 +54,19 @@ def test_jit_inject_names_every_frame_as_perf_inject_does(cell, runner_for, reco
     chains = [s.python_frames() for s in ours]
     assert sum(1 for c in chains if any(f.startswith("py::f_") for f in c)) > 50, "too few samples in the chains"
     assert any(any(f.startswith("py::g_") for f in c) for c in chains), "no sample in the functions made later"
-    deep = [c for c in chains if c and c[0] == "py::spin:/src/many_functions.py"]
-    assert deep and all(c[-1] == "py::<module>:/src/many_functions.py" for c in deep)
     assert arena_files < 10, f"{arena_files} ELF files: not one per trampoline arena"
+    deep = [c for c in chains if c and c[0] == "py::spin:/src/many_functions.py"]
+    assert deep, "no sample in spin()"
+    # an image's own perf records with its default dump (8 KiB): as deep as that dump reaches, as both injectors
+    reach = None
+    if isinstance(cell, external.ExternalTarget):
+        reach = perf_runs.dwarf_reachable_python_frames(cell, target_facts(cell).eval_loop.frame_bytes,
+                                                        perf_runs.stack_dump_bytes(cell, "perf_jit"))
+        record_property("dwarf_reachable_frames", reach)
+    short = [c for c in deep if c[-1] != "py::<module>:/src/many_functions.py" and (reach is None or len(c) < reach)]
+    if short:
+        # perf inject's chains are the same (above): the unwinding info stops them, not the injector
+        xfail_if_carried(cell, "jitdump-fde-epilogue", f"{len(short)} of {len(deep)} chains from spin() stop "
+                         f"short (e.g. {len(short[0])} frames) with either injector", target_facts, record_property)
+    assert not short, (f"{len(short)} of {len(deep)} chains from spin() stop before <module>"
+                       + (f" and before the {reach} frames the dump reaches" if reach else "") + f": {short[0]}")

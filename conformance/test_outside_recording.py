@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from cpython_perf.record import outside
+from cpython_perf.record import jit_inject, outside
 from cpython_perf.record.perf_samples import PERF_SCRIPT_FIELDS, chain_report, parse_perf_script, py_symbol
 
-from conftest import MATRIX, SCRIPTS, assert_chain, image_of, not_applicable, python_of
+from conftest import MATRIX, SCRIPTS, assert_chain, image_of, not_applicable, python_of, xfail_if_carried
 
 # skipped on build-only cells; also run on an --image/--python target, e.g. a deb lane's installed package
 pytestmark = [pytest.mark.needs_perf, pytest.mark.also_external]
@@ -43,7 +43,7 @@ def start_program(client, image: str, mode: str, gate: Path, python: str = "pyth
 
 
 @pytest.mark.parametrize("mode", ("perf", "perf_jit"))
-def test_recorded_from_outside_read_after_exit(cell, mode, docker_client, tmp_path, record_property):
+def test_recorded_from_outside_read_after_exit(cell, mode, docker_client, tmp_path, record_property, target_facts):
     if cell.foreign:
         not_applicable("foreign", f"{cell.name}: perf cannot sample under qemu-user")
     if cell.vanilla:
@@ -102,8 +102,18 @@ def test_recorded_from_outside_read_after_exit(cell, mode, docker_client, tmp_pa
     assert len(workers) == WORKERS, (f"{WORKERS} short-lived workers ran, {len(workers)} have Python frames "
                                      f"(processes sampled: {sorted(by_pid)})")
     for pid, worker_samples in workers.items():
-        assert_chain(chain_report(worker_samples, WORKER_CHAIN), mode, f"{mode}, worker {pid}, read after exit",
-                     record_property)
+        try:
+            assert_chain(chain_report(worker_samples, WORKER_CHAIN), mode, f"{mode}, worker {pid}, read after exit",
+                         record_property)
+        except AssertionError:
+            if mode == "perf_jit":
+                unflushed = worker_dump_lacks(out / "tmp" / f"jit-{pid}.dump", WORKER_CHAIN[0])
+                if unflushed:
+                    # the worker left without finalizing (a pool's worker is terminated): records still in
+                    # the jitdump's stdio buffer never reached the file
+                    xfail_if_carried(cell, "jitdump-fork-flush", f"worker {pid}: {unflushed}", target_facts,
+                                     record_property)
+            raise
 
     if mode == "perf":
         # The control: the same recording without the kept maps names no Python frame.
@@ -120,6 +130,17 @@ def test_recorded_from_outside_read_after_exit(cell, mode, docker_client, tmp_pa
         named = sum(len(s.python_frames()) for s in bare)
         record_property("python_frames_without_kept_files", named)
         assert named == 0, f"{named} Python frames named without the kept maps: the control does not hold"
+
+
+def worker_dump_lacks(path: Path, function: str) -> str | None:
+    """Why the worker's kept jitdump does not name `function` (None: it does)."""
+    if not path.exists():
+        return f"no {path.name} was kept"
+    dump = jit_inject.parse_jitdump(path.read_bytes(), path.name)
+    if any(load.name.decode(errors="replace") == function for load in dump.loads):
+        return None
+    return (f"its jitdump ({path.stat().st_size} bytes, {len(dump.loads)} code loads) has no code load for "
+            f"{function}, which the worker ran")
 
 
 def _tools_image(client) -> str:

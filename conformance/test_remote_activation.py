@@ -65,9 +65,14 @@ def wait_for_line(container, word: str, seconds: float = 10) -> bool:
     return False
 
 
-def gate(cell) -> None:
+def gate(cell, target_facts=None) -> None:
     if cell.foreign:
         not_applicable("foreign", f"{cell.name}: gdb and perf cannot work on a program under qemu-user")
+    if target_facts is not None and isinstance(cell, external.ExternalTarget):
+        facts = target_facts(cell)
+        if not facts.python.get("sys_api"):
+            pytest.skip(f"{cell.name}: Python {facts.version_text} has no trampoline to switch (no "
+                        "sys.activate_stack_trampoline: native from 3.12, the series adds it to 3.9 and 3.11)")
 
 
 def switch(client, container, cell, mode: str, pid: int | None = None, host_gdb: bool = False) -> tuple[int, dict]:
@@ -96,8 +101,9 @@ def switched_off_and_running(client, container, cell, what: str, pid: int | None
 
 
 @pytest.mark.parametrize("target", ("busy", "sleeping", "threads"))
-def test_switched_on_from_outside_then_recorded(cell, target, docker_client, tmp_path_factory, record_property):
-    gate(cell)
+def test_switched_on_from_outside_then_recorded(cell, target, docker_client, tmp_path_factory, record_property,
+                                                target_facts):
+    gate(cell, target_facts)
     if cell.vanilla:
         not_applicable("vanilla", f"{cell.name} is a vanilla twin: test_refused_without_the_series covers it")
     # an interpreter of an image claims what --expect-modes (its stock: modes) says
@@ -145,11 +151,11 @@ def test_switched_on_from_outside_then_recorded(cell, target, docker_client, tmp
 
 
 @pytest.mark.parametrize("gdb", ("tools-image", "host-gdb"))
-def test_switched_on_by_its_pid_on_this_machine(cell, gdb, docker_client):
+def test_switched_on_by_its_pid_on_this_machine(cell, gdb, docker_client, target_facts):
     """activate --pid PID of a process of this machine (no --container): gdb from the tools image with the
     host's pid namespace, or this machine's gdb (--host-gdb).  The program runs in the cell's image with the
     host's pid namespace, so that its pid there is its pid here (its perf map is named by it)."""
-    gate(cell)
+    gate(cell, target_facts)
     if cell.vanilla:
         not_applicable("vanilla", f"{cell.name} is a vanilla twin: test_refused_without_the_series covers it")
     if gdb == "host-gdb" and shutil.which("gdb") is None:
@@ -174,8 +180,8 @@ def test_switched_on_by_its_pid_on_this_machine(cell, gdb, docker_client):
         container.remove(force=True)
 
 
-def test_perf_jit_switched_on_from_outside(cell, docker_client):
-    gate(cell)
+def test_perf_jit_switched_on_from_outside(cell, docker_client, target_facts):
+    gate(cell, target_facts)
     if cell.vanilla or "perf_jit" not in cell.backends:
         not_applicable("mode:perf_jit", f"{cell.name}'s interpreter does not offer perf_jit")
     image = image_of(cell, docker_client)

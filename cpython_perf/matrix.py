@@ -139,9 +139,10 @@ SUPPORT_KINDS = ("native", "backport", "none")
 NATIVE_SINCE = {"perf": (3, 12), "perf_jit": (3, 13)}
 IMAGE_REPOSITORY = "cpython-perf"
 
-_TOP_KEYS = {"smoke_cells", "default_cell", "base_suite", "arches", "default_arches", "variants", "versions", "lanes",
-             "distributions", "regression_tests", "profilers", "arch_cflags", "stock"}
-_STOCK_KEYS = {"distribution", "suite", "package", "python", "perf_suite", "modes", "description"}
+_TOP_KEYS = {"smoke_cells", "smoke_stock", "default_cell", "base_suite", "arches", "default_arches", "variants", "versions", "lanes",
+             "distributions", "regression_tests", "profilers", "arch_cflags", "stock", "defects"}
+_STOCK_KEYS = {"distribution", "suite", "package", "python", "perf_suite", "modes", "description", "defects", "jit",
+               "not_given"}
 _PROFILER_KEYS = {"suite", "samply", "inferno", "py_spy"}
 _PY_SPY_KEYS = {"version", "sha256"}
 _VARIANT_KEYS = {"description", "cflags", "configure", "configure_since", "dwarf_stack_size", "environment"}
@@ -484,10 +485,32 @@ class StockTarget:
     perf_suite: str
     modes: tuple[str, ...]       # the perf modes it must give (the rest are diagnosed, not required)
     distribution: Distribution
+    defects: tuple[str, ...] = ()   # the catalogued defects (matrix.yaml `defects:`) it is known to carry
+    jit: bool = False            # built with --enable-experimental-jit=yes-off: every mode with PYTHON_JIT=1 too
+    # mode -> the diagnosis (cpython_perf.check.external's reason code) of why it does not give that mode
+    not_given: dict = field(default_factory=dict)
 
     @property
     def session(self) -> str:
         return f"stock-{self.name}"
+
+
+@dataclass(frozen=True)
+class Defect:
+    """A defect of CPython as released that a check script sees (matrix.yaml `defects:`): its reproducer's
+    `# fixes:` names it, and a check whose failure it explains names it in `# hits:`."""
+
+    id: str                      # gh-NNN, patches/<version>/NNNN or a name (jitdump-fork-flush)
+    title: str
+    upstream: str                # gh-NNN, or "not reported"
+    patch: str                   # the series patch that fixes it, relative to the project
+    means: str                   # what it means for someone running an interpreter that carries it
+    fixed_upstream: str | None = None   # the first release upstream fixed it in, where it did
+    report: str | None = None    # where upstream has no issue: a report ready to send
+
+    @property
+    def reported(self) -> bool:
+        return self.upstream != NOT_REPORTED
 
 
 @dataclass(frozen=True)
@@ -511,6 +534,8 @@ class Matrix:
     default_arches: tuple[str, ...] = (DEFAULT_ARCH,)
     cells: dict[str, Cell] = field(default_factory=dict)
     smoke_cells: tuple[str, ...] = ()
+    # stock interpreters `nox -s tests` (and so CI) checks for real, by name
+    smoke_stock: tuple[str, ...] = ()
     default_cell: str = ""
     # CPython's own tests compared between a patched cell and its vanilla twin
     regression_tests: tuple[str, ...] = ()
@@ -524,6 +549,8 @@ class Matrix:
     distributions: dict[str, Distribution] = field(default_factory=dict)
     # stock interpreters, by name (<suite>-<version>)
     stock: dict[str, StockTarget] = field(default_factory=dict)
+    # defects of CPython as released that the check scripts see, by id
+    defects: dict[str, Defect] = field(default_factory=dict)
     # version -> its series, additions and additions header (versions with a series only)
     series: dict[str, VersionSeries] = field(default_factory=dict)
     # versions whose recipe may pin a pre-release (a, b, rc): `prerelease: true` (cpython_perf/source/pins.py)
@@ -736,7 +763,13 @@ def load_matrix(path: Path | None = None) -> Matrix:
     matrix.profilers = _load_profilers(where, data)
     matrix.distributions = _load_distributions(where, data, matrix.root)
     matrix.lanes = _load_lanes(where, data, matrix, versions)
+    matrix.defects = _load_defects(where, data, matrix.root)
     matrix.stock = _load_stock(where, data, matrix)
+    smoke_stock = data.get("smoke_stock") or []
+    if not isinstance(smoke_stock, list) or any(name not in matrix.stock for name in smoke_stock):
+        raise where.error(data, "smoke_stock", f"smoke_stock must list stock interpreters of stock: "
+                                               f"({', '.join(matrix.stock) or 'none'})")
+    matrix.smoke_stock = tuple(smoke_stock)
     for cell in matrix.cells.values():
         if cell.foreign_on(DEFAULT_ARCH) and matrix.build_python_cell_on(cell, DEFAULT_ARCH) is None:
             raise MatrixError(f"{path}: {cell.name} is cross-compiled on an {DEFAULT_ARCH} host, which needs an "
@@ -865,9 +898,71 @@ def _load_stock(where: _Where, data, matrix: Matrix) -> dict[str, StockTarget]:
         if not re.fullmatch(r"/[A-Za-z0-9._/+-]+", python):
             raise where.error(entry, "python", f"python of stock.{name} must be an absolute path, not {python!r}")
         perf_suite, modes = _perf_suite_and_modes(where, entry, f"stock.{name}", suite)
+        defects = entry.get("defects") or []
+        if not isinstance(defects, list) or not all(isinstance(d, str) for d in defects):
+            raise where.error(entry, "defects", f"defects of stock.{name} must be a list of ids of defects:")
+        unknown = [d for d in defects if d not in matrix.defects]
+        if unknown:
+            raise where.error(entry, "defects", f"stock.{name} lists {', '.join(unknown)}, which defects: does "
+                                                f"not describe (it has {', '.join(matrix.defects) or 'none'})")
+        jit = entry.get("jit", False)
+        if not isinstance(jit, bool):
+            raise where.error(entry, "jit", f"jit of stock.{name} must be true or false (built with "
+                                            "--enable-experimental-jit, so PYTHON_JIT=1 turns it on)")
+        not_given = entry.get("not_given") or {}
+        if not isinstance(not_given, dict) or set(not_given) != set(PERF_MODES) - set(modes) or not all(
+                isinstance(v, str) and v in STOCK_DIAGNOSES for v in not_given.values()):
+            raise where.error(entry, "not_given" if "not_given" in entry else "modes",
+                              f"stock.{name} must say for each mode it does not give ("
+                              f"{', '.join(m for m in PERF_MODES if m not in modes) or 'none'}) why, in not_given: "
+                              f"{{mode: one of {', '.join(STOCK_DIAGNOSES)}}}")
         found[name] = StockTarget(name=name, suite=suite, version=version,
                                   description=str(entry.get("description") or ""), package=package, python=python,
-                                  perf_suite=perf_suite, modes=modes, distribution=distribution)
+                                  perf_suite=perf_suite, modes=modes, distribution=distribution,
+                                  defects=tuple(defects), jit=jit, not_given=dict(not_given))
+    return found
+
+
+# why a stock interpreter does not give a mode: the codes of cpython_perf.check.external's diagnosis
+STOCK_DIAGNOSES = ("no-trampoline", "backend-not-available", "no-frame-pointers", "perf-too-old")
+_DEFECT_ID = re.compile(r"gh-[0-9]+|patches/[0-9]+\.[0-9]+/[0-9]{4}|[a-z][a-z0-9-]*")
+_DEFECT_KEYS = {"title", "upstream", "patch", "means", "fixed_upstream", "report"}
+NOT_REPORTED = "not reported"
+
+
+def _load_defects(where: _Where, data, root: Path) -> dict[str, Defect]:
+    """matrix.yaml `defects:` {id: {title, upstream, patch, means, fixed_upstream, report}}."""
+    spec = data.get("defects") or {}
+    if not isinstance(spec, dict):
+        raise where.error(data, "defects", "defects must map an id (gh-NNN, patches/3.13/NNNN, a name) to a defect")
+    found = {}
+    for key, entry in spec.items():
+        what = f"defects.{key}"
+        if not isinstance(key, str) or not _DEFECT_ID.fullmatch(key):
+            raise where.error(spec, key, f"defect id {key!r} must be gh-NNN, patches/<version>/NNNN or a "
+                                         "lower-case name (jitdump-fork-flush)")
+        where.check_keys(entry, _DEFECT_KEYS, what)
+        values = {}
+        for name in ("title", "upstream", "patch", "means"):
+            value = where.require(entry, name, what)
+            if not isinstance(value, str) or not value.strip():
+                raise where.error(entry, name, f"{what}.{name} must be a non-empty string")
+            values[name] = " ".join(value.split())
+        if not (values["upstream"] == NOT_REPORTED or re.fullmatch(r"gh-[0-9]+", values["upstream"])):
+            raise where.error(entry, "upstream", f"{what}.upstream must be gh-NNN or {NOT_REPORTED!r}")
+        if key.startswith("gh-") and values["upstream"] != key:
+            raise where.error(entry, "upstream", f"{what}.upstream must be {key} (the id names the issue)")
+        if not (root / values["patch"]).is_file():
+            raise where.error(entry, "patch", f"{what}.patch {values['patch']} is not a file of the project")
+        report = entry.get("report")
+        if values["upstream"] == NOT_REPORTED and not (isinstance(report, str) and report.strip()):
+            raise where.error(entry, "report", f"{what} is not reported upstream: give the report ready to send "
+                                               "(report:)")
+        fixed = entry.get("fixed_upstream")
+        if fixed is not None and not (isinstance(fixed, str) and re.fullmatch(r"3\.[0-9]+\.[0-9]+", fixed)):
+            raise where.error(entry, "fixed_upstream", f"{what}.fixed_upstream must be a release (\"3.13.10\")")
+        found[key] = Defect(id=key, fixed_upstream=fixed, report=" ".join(report.split()) if report else None,
+                            **values)
     return found
 
 

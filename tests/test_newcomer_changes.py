@@ -16,7 +16,7 @@ from pathlib import Path
 from cpython_perf.ci import plan
 from cpython_perf.image.render import render_cell_dockerfile
 from cpython_perf.matrix import PROJECT_ROOT, load_matrix
-from cpython_perf.report.variant_tables import variant_table
+from cpython_perf.report.generated_tables import variant_table
 
 NEW_VARIANT = """\
   fpnoleaf:

@@ -18,6 +18,9 @@ def test_the_stock_interpreters_and_their_sessions():
     assert (sid.suite, sid.version, sid.package, sid.python) == ("sid", "3.15", "python3.15", "/usr/bin/python3.15")
     assert sid.session == "stock-sid-3.15" and sid.modes == ("perf", "perf_jit")
     assert matrix.stock["bookworm-3.11"].perf_suite == "bookworm-backports"
+    assert matrix.stock["sid-3.14"].not_given == {"perf": "no-frame-pointers"} and matrix.stock["sid-3.14"].jit
+    assert set(matrix.stock["bullseye-3.9"].not_given) == {"perf", "perf_jit"}
+    assert "gh-146522" in matrix.stock["sid-3.15"].defects
 
 
 @pytest.mark.parametrize("old, new, needle, message", [
@@ -28,6 +31,12 @@ def test_the_stock_interpreters_and_their_sessions():
     ("(PEP 831)\n    modes: [perf, perf_jit]", "(PEP 831)\n    modes: [perf, dwarf]", "modes: [perf, dwarf]",
      "must be a list of"),
     (SID_315, SID_315 + "    pacakge: python3.15\n", "pacakge:", "did you mean 'package'"),
+    ("(PEP 831)\n    modes: [perf, perf_jit]", "(PEP 831)\n    modes: [perf_jit]  # only", "modes: [perf_jit]  # only",
+     "must say for each mode it does not give (perf) why, in not_given"),
+    ("    not_given: {perf: no-frame-pointers}\n    jit: true", "    not_given: {perf: slow}\n    jit: true",
+     "not_given: {perf: slow}", "one of no-trampoline, backend-not-available, no-frame-pointers, perf-too-old"),
+    ("(PEP 831)\n    modes: [perf, perf_jit]\n    jit: true", "(PEP 831)\n    modes: [perf, perf_jit]\n    jit: 1",
+     "jit: 1", "jit of stock.sid-3.15 must be true or false"),
 ])
 def test_a_bad_stock_entry_names_its_line(project_copy, old, new, needle, message):
     edit(project_copy / "matrix.yaml", old, new)

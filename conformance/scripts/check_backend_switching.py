@@ -1,4 +1,6 @@
 # requires: perf perf_jit
+# hits: patches/3.13/0010 /^no /tmp/jit-\d+\.dump$/
+# checks: behaviour
 """Switching backends 10,000 times: no exception, no crash, no leak, both backends still map.
 
 In a child interpreter: activate "perf", call f, then alternate

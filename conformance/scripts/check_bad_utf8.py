@@ -1,4 +1,5 @@
 # requires: perf
+# checks: behaviour
 """Code objects whose names are not valid UTF-8 under -X perf (gh-156114).
 
 A function renamed with a lone surrogate, code compiled with such a

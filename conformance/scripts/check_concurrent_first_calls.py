@@ -1,4 +1,6 @@
 # requires: perf
+# hits: gh-146522 /switching: the interpreter ended with killed by SIGSEGV/
+# checks: behaviour
 """Threads that call a new function for the first time at once: each code object is published once, intact.
 
 In the free-threaded build (python3.13t) two threads can run the trampoline's

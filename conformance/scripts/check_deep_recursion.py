@@ -1,4 +1,5 @@
 # requires: perf
+# checks: behaviour
 """Deep recursion under -X perf ends in RecursionError or completes, never in a crash.
 
 Under the perf trampoline every Python call is a C call: the eval loop enters

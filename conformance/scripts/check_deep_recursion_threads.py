@@ -1,4 +1,5 @@
 # requires: perf
+# checks: behaviour
 """Deep recursion under -X perf in a thread with a small stack ends in RecursionError or completes, never in a crash.
 
 check_deep_recursion.py's check (see there) in threads started after

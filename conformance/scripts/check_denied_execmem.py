@@ -1,4 +1,5 @@
 # requires: perf
+# checks: behaviour
 """Where executable memory is denied, perf support fails cleanly: an OSError, or one warning.
 
 Real policies deny a process new executable memory: SELinux's deny_execmem

@@ -1,4 +1,5 @@
 # requires: perf
+# checks: behaviour
 """An embedding application that initialises and finalises the interpreter 100 times keeps its memory flat.
 
 Built with the image's cc against the interpreter's own headers and library

@@ -1,4 +1,5 @@
 # requires: perf perf_jit
+# checks: behaviour
 """The trampoline and another PEP 523 evaluator, set and removed in every order, never crash the interpreter.
 
 Debuggers, tracers and JIT front ends install a frame evaluator of their own

@@ -1,4 +1,5 @@
 # requires: perf
+# checks: behaviour
 """A PEP 523 frame evaluator other than the trampoline sees every Python frame, with or without the trampoline.
 
 The eval loop runs some Python frames itself, without calling the evaluator

@@ -1,4 +1,5 @@
 # requires: perf
+# checks: behaviour
 """An evaluator installed while a call is binding its arguments gets the frame of that call.
 
 Under the trampoline the eval loop pushes a Python frame itself and then

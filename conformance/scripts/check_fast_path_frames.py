@@ -1,5 +1,6 @@
 # requires: perf
 # records: perf
+# checks: behaviour
 """Every Python frame of the shapes the eval loop can run without a C call has its own py:: frame.
 
 From 3.11 the interpreter runs many Python frames inline in its caller's loop

@@ -1,4 +1,5 @@
 # requires: perf
+# checks: behaviour
 """fork() under -X perf: each process has its own map and keeps working.
 
 The child interpreter (-X perf) forks from inside nested Python calls, so

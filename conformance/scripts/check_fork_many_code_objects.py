@@ -1,4 +1,6 @@
 # requires: perf
+# hits: patches/3.13/0015 /^D \(persist, \w+\): child\(ren\) ended badly: .*Fatal Python error: Failed to copy perf map file/
+# checks: behaviour
 """fork() with many trampolined code objects: the child lives, makes and frees code, and exits cleanly.
 
 Upstream's test_trampoline_works_after_fork_with_many_code_objects (gh-144766)
@@ -169,7 +171,9 @@ def case_deep(label, mode, backend):
     else:
         bad = [c for c in res["children"] if c["status"] != "exit 0"]
         if bad:
-            problems.append(f"{where}: child(ren) ended badly: {bad}; stderr {proc.stderr.strip()[-800:]!r}")
+            fatal = [l for l in proc.stderr.splitlines() if l.startswith("Fatal Python error")][:1]
+            problems.append(f"{where}: child(ren) ended badly: {bad}; {'; '.join(fatal) or 'no fatal error'}; "
+                            f"stderr {proc.stderr.strip()[-800:]!r}")
         elif proc.stderr.strip():
             problems.append(f"{where}: stderr not empty: {proc.stderr.strip()[-800:]!r}")
         if backend == "perf" and not bad:

@@ -1,5 +1,7 @@
 # requires: perf
 # records: perf
+# hits: patches/3.13/0015 /^no sample of the forked children named py::child_spin$/
+# checks: behaviour
 """With persist-after-fork, perf names a forked child's own functions, not the parent's.
 
 The child keeps its parent's trampolines and hands out the arena slots that

@@ -1,4 +1,5 @@
 # requires: perf
+# checks: behaviour
 """Every Python frame goes through the trampoline, including calls the
 interpreter may inline (a Python __getitem__ reached by obj[i], which 3.11
 specializes as BINARY_SUBSCR_GETITEM), also at call sites that were hot and

@@ -1,4 +1,5 @@
 # requires: perf
+# checks: behaviour
 """-E and -I ignore PYTHONPERFSUPPORT (as every PYTHON* variable), -X perf
 still works with -E.
 

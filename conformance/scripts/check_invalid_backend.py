@@ -1,4 +1,5 @@
 # requires: perf
+# checks: behaviour
 """sys.activate_stack_trampoline() with an unknown backend raises
 ValueError("invalid backend: <name>") and leaves the state unchanged; a
 non-str argument raises TypeError.

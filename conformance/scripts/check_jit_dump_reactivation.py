@@ -1,4 +1,7 @@
 # requires: perf perf_jit
+# hits: patches/3.13/0012 /^switch: the dump .* has no code load for first_period/
+# hits: gh-146522 /^deactivate: child killed by SIGSEGV/
+# checks: behaviour
 """/tmp/jit-PID.dump keeps what it had when perf_jit is activated again.
 
 In one child: activate perf_jit, call first_period(); switch to perf, call

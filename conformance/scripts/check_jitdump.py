@@ -1,4 +1,7 @@
 # requires: perf_jit
+# hits: jitdump-fde-epilogue /^CFA state at the last instruction \(7, 8, \(\(6, -16\), \(16, -8\)\)\) differs from entry \(7, 8, \(\(16, -8\),\)\)$/
+# hits: jitdump-fork-flush /unknown record id \d+ at \d+|bad record size \d+ at \d+|records do not add up to the file size/
+# checks: behaviour
 """/tmp/jit-PID.dump written under -X perf_jit, parsed independently.
 
 Checks against tools/perf/Documentation/jitdump-specification.txt:
@@ -13,12 +16,15 @@ Checks against tools/perf/Documentation/jitdump-specification.txt:
     at text + round_up(code_size, 8), .eh_frame_hdr right after .eh_frame),
     the FDE's pc range and the .eh_frame_hdr table entry cover exactly the
     code of the load record; the FDE's CFA program ends where it started
-    (return address in the same place, and on aarch64 with the same
-    RA_SIGN_STATE, at the last instruction as at the first);
+    (at the last instruction the same CFA, return address and saved
+    registers as at the first, and on aarch64 the same RA_SIGN_STATE: a
+    rule left for a register the epilogue popped points below the stack
+    pointer, outside the stack perf copies);
   * code loads: pid matches, vma == code_addr, an address loaded again only
     for another function (a freed code object's slot serving a new one, as
     check_jit_slot_reuse.py checks with perf), code indexes increase, names are "py::<qualname>:<filename>", the script's
-    functions are present, code bytes identical for all loads;
+    functions are present, code bytes identical for all loads (but for a
+    build-id marker in their last 8 bytes, as 3.15 writes);
   * the dump is mapped executable in the running process (the marker
     perf inject --jit keys on), and under sys.activate_stack_trampoline
     ("perf_jit") too (gh-141579);
@@ -40,6 +46,8 @@ JIT_CODE_LOAD, JIT_CODE_MOVE, JIT_CODE_DEBUG_INFO, JIT_CODE_CLOSE, JIT_CODE_UNWI
 # DW_CFA_AARCH64_negate_ra_state where the trampoline signs its return
 # address (pac-ret: paciasp ... autiasp)
 RA_SIGN_STATE = 34
+# the bytes at the end of a load's code that 3.15+ overwrite with a per-load build-id marker
+BUILD_ID_MARKER = 8
 
 CHILD = r'''
 import json, os, sys
@@ -200,6 +208,9 @@ def check_unwind(data, eh_hdr_size, code_size):
     if last_loc >= code_size:
         raise Fail(f"CFA program advances past the code ({last_loc} >= {code_size})")
     if rows[last_loc] != first:
+        # a register rule left standing after the epilogue's pop (rbp at CFA-16 at the ret) points below the
+        # stack pointer: perf copies the stack from the stack pointer up, so its unwinder cannot read the
+        # saved value there and loses the caller's frame pointer in a sample at the ret
         raise Fail(f"CFA state at the last instruction {rows[last_loc]} differs from entry {first}")
     # in the middle (during the call) the CFA must be defined and RA findable
     return {"cie": cie_end, "eh_frame": eh_size, "rows": len(rows), "ra": ra}
@@ -280,7 +291,12 @@ def parse(path, pid):
     if idx != sorted(idx) or len(set(idx)) != len(idx):
         raise Fail("code indexes do not increase")
     if len(code_bytes) > 1:
-        raise Fail("code loads carry different machine code")
+        # 3.15+ write a build-id marker over the last 8 bytes of each load's code, so that perf does not take
+        # two loads' DSOs for one: the code before it must still be the same
+        heads = {c[:-BUILD_ID_MARKER] for c in code_bytes}
+        if len(heads) > 1 or min(len(c) for c in code_bytes) <= BUILD_ID_MARKER:
+            raise Fail("code loads carry different machine code")
+        print(f"{len(code_bytes)} loads differ in their last {BUILD_ID_MARKER} bytes only (a build-id marker)")
     return loads
 
 

@@ -1,4 +1,6 @@
 # requires: perf_jit
+# hits: gh-141579 /activate_stack_trampoline\('perf_jit'\): exit 1, .*ValueError: invalid backend: perf_jit/
+# checks: behaviour
 """The jitdump's unwinding-info records, checked the way upstream's TestJitdumpFileFormat checks them.
 
 Upstream's test_jitdump_unwinding_info (newer than 3.13.5) runs a program

@@ -1,4 +1,5 @@
 # requires: perf
+# checks: behaviour
 """50,000 distinct code objects under -X perf: each present exactly once.
 
 Needs many trampoline arenas; every entry must be well formed, every

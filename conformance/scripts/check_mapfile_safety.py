@@ -1,4 +1,5 @@
 # requires: perf
+# checks: behaviour
 """Safety of /tmp/perf-PID.map: no symlink following, mode 0600, no fd leak.
 
 1. A process plants a symlink /tmp/perf-<its own pid>.map -> a target file,

@@ -1,4 +1,5 @@
 # requires: perf
+# checks: behaviour
 """After a write to the perf map or the jitdump fails, new code is not written again on every call.
 
 When the map or the dump cannot grow (a full /tmp, a quota, a file size

@@ -1,4 +1,5 @@
 # requires: perf_jit
+# checks: behaviour
 """A forked child lets go of the jitdump descriptor it inherited exactly once.
 
 A child of a process whose jitdump is open (here: paused by a switch to the

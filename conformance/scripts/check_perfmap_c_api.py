@@ -1,4 +1,5 @@
 # requires: perf
+# checks: behaviour
 """The perf map C API, called as a JIT or an extension would (through ctypes).
 
 PyUnstable_PerfMapState_Init(), PyUnstable_WritePerfMapEntry(),

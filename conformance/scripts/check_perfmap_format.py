@@ -1,4 +1,5 @@
 # requires: perf
+# checks: behaviour
 """/tmp/perf-PID.map written under -X perf: format, content, flushing, mode.
 
 Runs a child interpreter with -X perf that calls a few functions of its own

@@ -1,3 +1,4 @@
+# checks: series
 """The interpreter's trampoline code compiles without warnings under a distribution's hardening flags.
 
 Distributions build CPython with -O2 -D_FORTIFY_SOURCE=2 (Debian, Ubuntu, Fedora, RHEL), under which

@@ -1,4 +1,6 @@
 # requires: perf perf_jit
+# hits: patches/3.13/0014 /^the main interpreter started the subinterpreter's backend/
+# checks: behaviour
 """A subinterpreter's refused activation changes nothing the main interpreter uses, even at the same moment.
 
 The trampoline runs in the main interpreter only: sys.activate_stack_trampoline()

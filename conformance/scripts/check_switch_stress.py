@@ -1,4 +1,6 @@
 # requires: perf perf_jit
+# hits: gh-146522 /no more code watcher IDs available/
+# checks: behaviour
 """Backend switches and deactivations from deep recursion and from several threads at once.
 
 In one child interpreter:

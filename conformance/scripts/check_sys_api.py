@@ -1,4 +1,5 @@
 # requires: perf
+# checks: behaviour
 """sys.*_stack_trampoline API, -X perf / PYTHONPERFSUPPORT, and precedence.
 
 Each case runs a fresh interpreter (sys.executable) and compares what

@@ -1,4 +1,5 @@
 # requires: perf
+# checks: behaviour
 """The sys API under a PEP 523 frame evaluator (upstream's test_sys_api with an eval hook, gh-137291).
 
 Upstream's test_perf_profiler runs test_sys_api twice, the second time with

@@ -1,4 +1,7 @@
 # requires: perf_jit
+# hits: gh-141579 /exit 1, .*ValueError: invalid backend: perf_jit/
+# hits: gh-146522 /perf_jit twice: exit -11\b/
+# checks: behaviour
 """sys API with the perf_jit backend as upstream's newer tests use it, and activating it again.
 
 Upstream's test_sys_api_perf_jit_backend: sys.activate_stack_trampoline

@@ -1,4 +1,5 @@
 # requires: perf
+# checks: behaviour
 """8 threads calling distinct functions at the same time under -X perf.
 
 Each thread gets 200 functions of its own (distinct qualnames) and calls them

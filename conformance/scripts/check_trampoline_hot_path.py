@@ -1,4 +1,5 @@
 # requires: perf
+# checks: behaviour
 """The trampoline's per-call entry points save no register on their common path.
 
 Every Python call under the trampoline goes through its evaluator (from 3.13

@@ -83,6 +83,12 @@ class ExternalTarget:
     image: str
     python: str
     expect_modes: tuple[str, ...] | None = None   # None: diagnose only (a mode that does not work is skipped)
+    # the catalogued defects it is known to carry (matrix.yaml stock:); None: not described, any may be present
+    carries: tuple[str, ...] | None = None
+    stock: str | None = None     # its name in matrix.yaml's stock:, where it is one
+    # (mode, diagnosis code) of the modes matrix.yaml's stock: says it does not give, and why
+    not_given: tuple[tuple[str, str], ...] = ()
+    jit: bool = False            # built with the experimental JIT (off by default): modes run with PYTHON_JIT=1 too
     foreign = False
     vanilla = False
     build_only = False
@@ -99,8 +105,20 @@ class ExternalTarget:
         one the interpreter does not offer is skipped at run time, check_skip_reason)."""
         return self.expect_modes if self.expect_modes is not None else PERF_MODES
 
+    @property
+    def check_backends(self) -> tuple[str, ...]:
+        """What the check scripts may use: the claimed modes, and a mode matrix.yaml's stock: says is not given
+        for a reason that leaves its backend working (no frame pointers to unwind it: the trampoline still maps,
+        so a check that does not record a chain still has something to say)."""
+        working = [m for m, why in self.not_given if why in (NO_FRAME_POINTERS, PERF_TOO_OLD)]
+        return tuple(m for m in PERF_MODES if m in self.backends or m in working)
+
     def expects(self, mode: str) -> bool:
         return self.expect_modes is not None and mode in self.expect_modes
+
+    def why_not(self, mode: str) -> str | None:
+        """The diagnosis code matrix.yaml's stock: gives for a mode it does not give (None: no such claim)."""
+        return dict(self.not_given).get(mode)
 
 
 def target_name(image: str, python: str) -> str:
@@ -439,7 +457,12 @@ def _frame_pointer_evidence(facts: TargetFacts) -> tuple[bool, str]:
     if cflags is not None:
         bits.append(f"sysconfig's CFLAGS {'have' if cflags else 'lack'} {FRAME_POINTER_FLAG} "
                     f"({' '.join(optimisation_flags(config))})")
-    missing = loop.frame_pointer is False or (loop.frame_pointer is None and cflags is False)
+    # an eval loop that keeps a frame pointer of its own (gcc does, in 3.14's, for its own frame) in a build
+    # whose CFLAGS lack the flag: the functions between the trampoline and it (_PyEval_Vector, the vectorcall
+    # path) still have none, and the frame-pointer walk loses the trampoline's caller there
+    if loop.frame_pointer and cflags is False:
+        bits.append("the eval loop's own frame pointer does not make the rest of the build's")
+    missing = loop.frame_pointer is False or cflags is False
     return missing, "; ".join(bits)
 
 
@@ -592,18 +615,21 @@ def _run_command(args) -> int:
             raise DriverError(f"no stock interpreter {args.name!r}: matrix.yaml's stock: has "
                               f"{', '.join(matrix.stock) or 'none'}")
         image = ensure_stock_image(host.docker_client(), target.suite, target.package, target.perf_suite)
-        args.image, args.python = image, target.python
-        args.expect_modes = ",".join(target.modes) if target.modes else None
         print(f"stock {target.name}: {target.description}; {target.package} in {image}, must give "
-              f"{', '.join(target.modes) or 'no mode'}", flush=True)
-    try:
-        parse_modes(args.expect_modes)
-    except ValueError as exc:
-        raise DriverError(str(exc)) from None
-    junit = results_junit(Path(args.results), args.image, args.python)
+              f"{', '.join(target.modes) or 'no mode'}; known defects: {', '.join(target.defects) or 'none'}",
+              flush=True)
+        junit = results_junit(Path(args.results), image, target.python)
+        selection = ["--stock", target.name]
+    else:
+        try:
+            parse_modes(args.expect_modes)
+        except ValueError as exc:
+            raise DriverError(str(exc)) from None
+        junit = results_junit(Path(args.results), args.image, args.python)
+        selection = ["--image", args.image, "--python", args.python,
+                     *(["--expect-modes", args.expect_modes] if args.expect_modes else [])]
     junit.parent.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "pytest", str(PROJECT_ROOT / "conformance"), "--image", args.image,
-               "--python", args.python, *(["--expect-modes", args.expect_modes] if args.expect_modes else []),
+    command = [sys.executable, "-m", "pytest", str(PROJECT_ROOT / "conformance"), *selection,
                "-ra", f"--junitxml={junit}", *args.unknown]
     print("$ " + shlex.join(command), flush=True)
     return subprocess.run(command, cwd=PROJECT_ROOT).returncode

@@ -26,11 +26,14 @@ PT_LOAD at 0), laid out as
 
 and puts, where perf inject would have put its N records, two MMAP2 records per arena at the time of its
 first code load: the span, mapped to `.text`; and the unwind tables ([0, end of .eh_frame_hdr) of the file),
-mapped at a free address range below the arena.  perf's libunwind (the dwarf unwinder of Debian's perf) reads
+mapped at a free address range below the arena.  perf's libunwind (the dwarf unwinder of Debian's perf 6.x) reads
 .eh_frame_hdr and the FDEs through the process's maps, at the ELF's load address (the least start - pgoff of
 the ELF's maps: this second map, by construction) plus their ELF address; the span's map alone could not
 hold them without covering addresses of other mappings.  The range is chosen free of every mapping the
 recording names, of any process (forked children keep their parent's maps), and of the other arenas'.
+A perf built without libunwind (Debian's perf 7.x) unwinds with libdw, which reads `.eh_frame` from the
+file instead, seen from the span's map (start - pgoff): `.eh_frame`'s sh_addr is chosen so that its FDEs
+decode to the same slots there (libdw_eh_frame_address).
 
 Reused slots.  The 3.13 series hands the slot of a freed code object to the next new one, and the dump then
 has a later code load at the same address; perf inject names an address after the load that came last
@@ -836,6 +839,22 @@ def place_unwind_tables(arena: Arena, taken: list[tuple[int, int]], page: int = 
     raise JitInjectError(f"no free address range for the unwind tables of the arena at {arena.start:#x}")
 
 
+def libdw_eh_frame_address(arena: Arena) -> int:
+    """The sh_addr of the arena's .eh_frame: where libdw finds the FDEs that libunwind reads through the maps.
+
+    perf's libunwind takes .eh_frame_hdr's sh_addr from the file and reads the table and the FDEs through the
+    process's maps, at the ELF's load address (unwind_at: the tables' map) plus that address, so their pointers
+    are encoded relative to unwind_at + file offset.  A perf built without libunwind (Debian's perf 7.x)
+    unwinds with libdw, which reports the ELF at the start - pgoff of the map that holds the pc (the span's:
+    arena.start - text, not unwind_at), reads the first .eh_frame from the file by its section header and
+    decodes its pc-relative pointers from its sh_addr.  This sh_addr puts .eh_frame, seen from that base, where
+    libunwind reads it (modulo 2**64: it is usually below 0), so both find each slot's FDE at the slot.  libdw
+    scans .eh_frame itself: .eh_frame_hdr comes after it (libdw only takes one before it, and would drop this
+    one, whose eh_frame_ptr is libunwind's address)."""
+    lay = arena.layout
+    return (lay.unwind_at + lay.eh_frame - (arena.start - lay.text)) & 0xFFFF_FFFF_FFFF_FFFF
+
+
 def elf_image(arena: Arena, machine: int) -> tuple[bytes, list[str]]:
     """The ELF of an arena (see the module's docstring); plan_layout and place_unwind_tables first."""
     lay = arena.layout
@@ -877,7 +896,8 @@ def elf_image(arena: Arena, machine: int) -> tuple[bytes, list[str]]:
     code = SHF_ALLOC | SHF_EXECINSTR
     sections = [
         SECTION_HEADER.pack(0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
-        SECTION_HEADER.pack(name_at[1], SHT_PROGBITS, SHF_ALLOC, lay.eh_frame, lay.eh_frame, len(frames), 0, 0, 8, 0),
+        SECTION_HEADER.pack(name_at[1], SHT_PROGBITS, SHF_ALLOC, libdw_eh_frame_address(arena), lay.eh_frame,
+                            len(frames), 0, 0, 8, 0),
         SECTION_HEADER.pack(name_at[2], SHT_PROGBITS, SHF_ALLOC, lay.eh_frame_hdr, lay.eh_frame_hdr, len(hdr), 0, 0,
                             4, 0),
         SECTION_HEADER.pack(name_at[3], SHT_PROGBITS, code, lay.reuse, lay.reuse, lay.text - lay.reuse, 0, 0,
@@ -1264,7 +1284,9 @@ def add_arguments(p) -> None:
 def unwinds_with_libunwind(perf: str) -> bool:
     """Whether this perf unwinds dwarf call graphs with libunwind (`perf version --build-options`), which reads
     the unwind tables through the process's maps as this injector lays them out.  A perf built without it
-    unwinds with libdw, which reads them relative to each map: the per-arena layout is not made for that."""
+    unwinds with libdw, which reads them from the file relative to the map that holds the pc: it finds each
+    slot's first load's FDE (libdw_eh_frame_address), but a reused slot's map (.text.reuse) has none, so
+    --fallback-perf still runs perf inject for such a perf."""
     try:
         said = subprocess.run([perf, "version", "--build-options"], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError):

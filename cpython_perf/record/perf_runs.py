@@ -107,15 +107,16 @@ def python_command(mode: str | None, activation: str, script: str,
 
 def perf_run(cell: Cell, mode: str | None, activation: str = "xoption", script: str = SEED_SCRIPT,
              c_stack_kb: int | None = None, args: tuple[str, ...] = (), python: str = "python3",
-             perf: str = "perf", event: str | None = None) -> PerfRun:
+             perf: str = "perf", event: str | None = None, env: dict[str, str] | None = None) -> PerfRun:
     """Shell script that records, (injects), and writes perf script output to /src/<output>.
 
     c_stack_kb raises the C stack limit (ulimit -s) for the recording, for scripts that nest
     deeper than the default 8 MiB allows once every Python call is a C call of the eval loop.
     python and perf: the interpreter and the perf command to run (an external target's, cpython_perf.check.external).
-    event: the sampling event (record_options).
+    event: the sampling event (record_options).  env: more of the interpreter's environment (PYTHON_JIT=1).
     """
-    argv, env = python_command(mode, activation, script, args, python)
+    argv, mode_env = python_command(mode, activation, script, args, python)
+    env = {**(env or {}), **mode_env}
     envs = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
     perf = shlex.quote(perf)
     record = f"{perf} record {' '.join(record_options(cell, mode, event))} -o /src/perf.data -- "

@@ -54,10 +54,11 @@ def external_rows(report: Report) -> list[ExternalRow]:
         outcome, css = external_outcome(case)
         reason = props.get("external_reason") or props.get("external_caveat") or ("" if case.outcome == "passed" else
                                                    _REASON_PREFIX.sub("", first_line(case.message, 2000)))
+        mode = props.get("mode", case.param_id or "") + (" (PYTHON_JIT=1)" if props.get("jit") == "True" else "")
         rows.append(ExternalRow(props.get("external_image", ""), props.get("external_python", ""),
-                                props.get("mode", case.param_id or ""), outcome, reason, case.seconds,
+                                mode, outcome, reason, case.seconds,
                                 props.get("python_version", ""), props.get("perf_version", ""), css))
-    order = {"perf": 0, "perf_jit": 1}
+    order = {"perf": 0, "perf (PYTHON_JIT=1)": 1, "perf_jit": 2, "perf_jit (PYTHON_JIT=1)": 3}
     return sorted(rows, key=lambda r: (r.image, r.python, order.get(r.mode, 9), r.mode))
 
 
@@ -74,3 +75,16 @@ def external_check_summaries(report: Report) -> dict[tuple[str, str], str]:
         parts = [f"{n[k]} {LABEL[k]}" for k in OUTCOMES if n[k]]
         out[key] = ", ".join(parts) + (f" (failed: {', '.join(sorted(bad))})" if bad else "")
     return out
+
+
+def external_defects(report: Report) -> dict[tuple[str, str], list[tuple[str, str]]]:
+    """(image, python) -> [(defect ids, what the xfail says: present in <version>: ...)], once per finding, of the
+    checks a catalogued defect explained on an interpreter without the series."""
+    found: dict[tuple[str, str], dict[str, str]] = defaultdict(dict)
+    for case in report.external:
+        ids = case.properties.get("defect_present")
+        if case.outcome != "xfailed" or not ids:
+            continue
+        key = (case.properties.get("external_image", ""), case.properties.get("external_python", ""))
+        found[key].setdefault(ids, first_line(case.message, 2000))
+    return {key: sorted(texts.items()) for key, texts in sorted(found.items())}

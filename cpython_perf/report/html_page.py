@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 from .packaging_lanes import LANE_COLUMNS
-from .external_targets import EXTERNAL_NOTE, external_check_summaries, external_rows
+from .external_targets import EXTERNAL_NOTE, external_check_summaries, external_defects, external_rows
 from .messages import first_line
 from .model import CELL_COLUMNS, LABEL, OUTCOMES, VERSION_PROPERTIES, Report
 from .results_files import script_label, skipped_cells
@@ -142,6 +142,9 @@ def render_external_html(report: Report) -> str:
         out.append("<p>Check scripts run with the target's interpreter:</p><ul>" +
                    "".join(f"<li>{e(image)} {e(python)}: {e(text)}</li>" for (image, python), text in summaries.items())
                    + "</ul>")
+    for (image, python), found in external_defects(report).items():
+        out.append(f"<p>Defects of {e(python)} in {e(image)} (each seen by a check):</p><ul>"
+                   + "".join(f"<li>{e(text)}</li>" for _ids, text in found) + "</ul>")
     return "\n".join(out)
 
 

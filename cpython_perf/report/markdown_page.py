@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 from .packaging_lanes import LANE_COLUMNS
-from .external_targets import EXTERNAL_NOTE, external_check_summaries, external_rows
+from .external_targets import EXTERNAL_NOTE, external_check_summaries, external_defects, external_rows
 from .messages import first_line
 from .model import CELL_COLUMNS, LABEL, OUTCOMES, VERSION_PROPERTIES, Report
 from .results_files import script_label, skipped_cells
@@ -107,6 +107,9 @@ def render_external_markdown(report: Report) -> list[str]:
     if summaries:
         out += ["", "Check scripts run with the target's interpreter:", ""]
         out += [f"- {_md_escape(image)} {_md_escape(python)}: {_md_escape(text)}" for (image, python), text in summaries.items()]
+    for (image, python), found in external_defects(report).items():
+        out += ["", f"Defects of {_md_escape(python)} in {_md_escape(image)} (each seen by a check):", ""]
+        out += [f"- {_md_escape(text)}" for _ids, text in found]
     return out + [""]
 
 

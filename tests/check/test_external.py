@@ -164,6 +164,11 @@ def test_no_frame_pointer_claim_needs_evidence():
     got = external.diagnose("perf", f, Evidence("xoption", process_samples=300, python_frames=20,
                                                  failure="chain broken (perf, xoption): 10 of 200"))
     assert codes(got) == ["unexplained"] and "chain broken" in got[0].text
+    # an eval loop with a frame pointer of its own in a build without the flag (Debian's 3.14.10): no frame
+    # pointers between the trampoline and the eval loop
+    own = external.diagnose("perf", facts(STOCK_313, fp=True), Evidence("xoption", process_samples=240,
+                                                                         python_frames=240, failure="chain broken"))
+    assert codes(own) == ["no-frame-pointers"] and "does not make the rest of the build's" in own[0].text
     # prologue unknown: the CFLAGS decide
     unknown = facts(STOCK_313, fp=None)
     assert codes(external.diagnose("perf", unknown, Evidence(process_samples=9))) == ["no-frame-pointers"]
@@ -281,6 +286,35 @@ def test_report_external_section(tmp_path):
     assert "- stock:trixie /usr/bin/python3.13: 1 pass, 1 FAIL (failed: check_fix_perf_jit_sys_api)" in md
     page = html_page.render_html(built)
     assert "<h2>External interpreters</h2>" in page and "works (caveat)" in page
+
+
+XFAIL_PRESENT = ('<skipped type="pytest.xfail" message="present in 3.14.10: gh-146522: Repeated activations fail. '
+                 'Activate it once.">x</skipped>')
+
+
+def test_report_lists_the_defects_a_stock_interpreter_carries_and_its_jit_rows(tmp_path):
+    cls = "conformance.test_external"
+    stock = {"external_image": "cpython-perf-stock:sid-python3.14", "external_python": "/usr/bin/python3.14"}
+    junit(tmp_path / "external-sid" / "junit.xml", "\n".join([
+        case("test_perf_mode[sid-perf_jit]", cls=cls, time="9.0",
+             props=ext_props(stock["external_image"], stock["external_python"], "perf_jit")),
+        case("test_perf_mode[sid-perf_jit-jit]", cls=cls, time="2.0",
+             body='<skipped type="pytest.skip" message="perf_jit with PYTHON_JIT=1: excluded">x</skipped>',
+             props={**ext_props(stock["external_image"], stock["external_python"], "perf_jit"), "jit": "True",
+                    "external_reason": "the experimental JIT and the perf trampoline exclude each other"}),
+        *(case(f"test_check_script[sid-{name}]", cls="conformance.test_checks", body=XFAIL_PRESENT,
+               props={**stock, "defect_present": "gh-146522"}) for name in ("check_activate_cycles", "check_switch_stress")),
+    ]))
+    built = model.build_report(load_matrix(), junit_results.latest_results(tmp_path))
+    rows = external_targets.external_rows(built)
+    assert [(r.mode, r.outcome) for r in rows] == [("perf_jit", "works"), ("perf_jit (PYTHON_JIT=1)", "does not work")]
+    assert external_targets.external_defects(built) == {
+        (stock["external_image"], stock["external_python"]):
+            [("gh-146522", "present in 3.14.10: gh-146522: Repeated activations fail. Activate it once.")]}
+    md = markdown_page.render_markdown(built)
+    assert "Defects of /usr/bin/python3.14 in cpython-perf-stock:sid-python3.14 (each seen by a check):" in md
+    assert md.count("- present in 3.14.10: gh-146522") == 1
+    assert "present in 3.14.10: gh-146522" in html_page.render_html(built)
 
 
 def test_report_without_external_results_has_no_section(tmp_path):

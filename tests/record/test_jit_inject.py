@@ -773,3 +773,81 @@ def test_under_slash_the_dump_is_read_and_its_elf_made_where_the_recording_names
     dump.symlink_to(tmp_path / "real.dump")
     with pytest.raises(ji.JitInjectError, match="refused: a symbolic link"):
         ji.inject(str(src), str(dst))
+
+
+# ---------------------------------------------------------------- as perf's libdw unwinder reads the ELF
+# A perf built without libunwind (Debian's perf 7.x) unwinds with libdw (tools/perf/util/unwind-libdw.c): the
+# ELF of the map that holds ip is reported to libdwfl at base = start - pgoff of that map (dwfl_report_elf,
+# add_p_vaddr false: its bias is base less the first PT_LOAD's aligned p_vaddr), and libdw reads the CFI from
+# the file by its section headers (dwarf_getcfi_elf: the first .eh_frame, with the last .eh_frame_hdr before
+# it if any, whose eh_frame_ptr must be that .eh_frame's sh_addr), its pc-relative pointers relative to the
+# sections' sh_addr; it looks up ip - bias.  Nothing is read through the process's maps.
+
+def _sections_in_order(raw: bytes) -> list[tuple[str, tuple]]:
+    h = ji.ELF_HEADER.unpack_from(raw)
+    shoff, shnum, shstrndx = h[6], h[12], h[13]
+    sections = [ji.SECTION_HEADER.unpack_from(raw, shoff + i * 64) for i in range(shnum)]
+    names_at = sections[shstrndx][4]
+    return [(raw[names_at + s[0]:raw.index(b"\0", names_at + s[0])].decode(), s) for s in sections[1:]]
+
+
+def libdw_fde(root: Path, maps: Maps, ip: int) -> tuple[int, int] | None:
+    """The FDE perf's libdw unwinder finds for ip, (pc_begin, pc_range) at runtime, or None (it then unwinds
+    the frame by its frame pointer, elfutils' x86_64 fallback)."""
+    mask = (1 << 64) - 1
+    s, _e, pgoff, f = maps.find(ip)
+    raw = (root / f.lstrip("/")).read_bytes()
+    h = ji.ELF_HEADER.unpack_from(raw)
+    loads = [struct.unpack_from("<IIQQQQQQ", raw, h[5] + i * h[9]) for i in range(h[10])]
+    _type, _flags, _offset, vaddr, _paddr, _filesz, _memsz, align = next(p for p in loads if p[0] == ji.PT_LOAD)
+    bias = (s - pgoff - (vaddr & -max(align, 1))) & mask
+    hdr = frame = None
+    for name, sh in _sections_in_order(raw):
+        if name == ".eh_frame_hdr":
+            hdr = sh
+        elif name == ".eh_frame":
+            frame = sh
+            break
+    assert frame is not None
+    frame_vaddr, frame_at, frame_size = frame[3], frame[4], frame[5]
+    pc = (ip - bias) & mask
+    if hdr is not None:
+        version, ptr_enc, count_enc, table_enc, ptr, count = struct.unpack_from("<BBBBiI", raw, hdr[4])
+        assert (version, ptr_enc, count_enc, table_enc) == (1, 0x1B, 0x03, 0x3B)
+        if (hdr[3] + 4 + ptr) & mask != frame_vaddr:
+            hdr = None          # libdw's sanity check: the search table is not used
+    entries = []                # (start, range) of every FDE, in ELF addresses, as libdw decodes them
+    at = frame_at
+    while at < frame_at + frame_size:
+        length, entry_id = struct.unpack_from("<II", raw, at)
+        if length == 0:
+            break
+        if entry_id:            # an FDE: pc_begin pc-relative (sdata4) to where it is, by sh_addr
+            begin, size = struct.unpack_from("<ii", raw, at + 8)
+            entries.append(((frame_vaddr + (at + 8 - frame_at) + begin) & mask, size))
+        at += 4 + length
+    if hdr is not None:         # the search table: the last entry at or below pc, then that FDE's range
+        table = [struct.unpack_from("<ii", raw, hdr[4] + 12 + 8 * i) for i in range(count)]
+        below = [(hdr[3] + loc) & mask for loc, _fde in table if (hdr[3] + loc) & mask <= pc]
+        entries = [(start, size) for start, size in entries if below and start == max(below)]
+    covering = [(start, size) for start, size in entries if start <= pc < start + size]
+    if not covering:
+        return None
+    start, size = covering[0]
+    return (start + bias) & mask, size
+
+
+def test_libdw_finds_each_slot_s_fde_in_the_elf(tmp_path):
+    """A perf without libunwind (Debian's perf 7.x) unwinds with libdw, which reads .eh_frame from the file at
+    the text map's start - pgoff (was: its pointers were relative to the tables' own map, below the arena, so
+    libdw found no FDE and unwound each trampoline by its frame pointer: at its first instructions, and at its
+    ret, that skips the eval loop's frame, or ends the chain where the caller keeps no frame pointer); perf's
+    libunwind still finds the same FDE through the maps."""
+    src, dst = recording(tmp_path)
+    ji.inject(str(src), str(dst), root=str(tmp_path))
+    for ts, slots in ((200, (ARENA, ARENA + STRIDE, LOOSE)), (460, (ARENA + STRIDE, ARENA + 2 * STRIDE))):
+        maps = Maps(dst, ts)
+        for addr in slots:
+            for ip in (addr, addr + 4, addr + 7):
+                assert libdw_fde(tmp_path, maps, ip) == (addr, len(CODE)), (ts, hex(ip))
+                assert unwind_fde(tmp_path, maps, ip) == (addr, len(CODE)), (ts, hex(ip))
