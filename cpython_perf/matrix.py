@@ -930,24 +930,36 @@ _DEFECT_KEYS = {"title", "upstream", "patch", "means", "fixed_upstream", "report
 NOT_REPORTED = "not reported"
 
 
+def _keyed_entries(where: _Where, spec, section: str, key_pattern, key_rule: str, keys: set[str]):
+    """(key, entry, what) of a mapping section whose keys follow key_pattern and whose entries have keys."""
+    for key, entry in spec.items():
+        what = f"{section}.{key}"
+        if not isinstance(key, str) or not key_pattern.fullmatch(key):
+            raise where.error(spec, key, f"{section[:-1]} key {key!r} must be {key_rule}")
+        where.check_keys(entry, keys, what)
+        yield key, entry, what
+
+
+def _required_strings(where: _Where, entry, names, what: str, clean=str.strip) -> dict[str, str]:
+    values = {}
+    for name in names:
+        value = where.require(entry, name, what)
+        if not isinstance(value, str) or not value.strip():
+            raise where.error(entry, name, f"{what}.{name} must be a non-empty string")
+        values[name] = clean(value)
+    return values
+
+
 def _load_defects(where: _Where, data, root: Path) -> dict[str, Defect]:
     """matrix.yaml `defects:` {id: {title, upstream, patch, means, fixed_upstream, report}}."""
     spec = data.get("defects") or {}
     if not isinstance(spec, dict):
         raise where.error(data, "defects", "defects must map an id (gh-NNN, patches/3.13/NNNN, a name) to a defect")
     found = {}
-    for key, entry in spec.items():
-        what = f"defects.{key}"
-        if not isinstance(key, str) or not _DEFECT_ID.fullmatch(key):
-            raise where.error(spec, key, f"defect id {key!r} must be gh-NNN, patches/<version>/NNNN or a "
-                                         "lower-case name (jitdump-fork-flush)")
-        where.check_keys(entry, _DEFECT_KEYS, what)
-        values = {}
-        for name in ("title", "upstream", "patch", "means"):
-            value = where.require(entry, name, what)
-            if not isinstance(value, str) or not value.strip():
-                raise where.error(entry, name, f"{what}.{name} must be a non-empty string")
-            values[name] = " ".join(value.split())
+    for key, entry, what in _keyed_entries(where, spec, "defects", _DEFECT_ID, "gh-NNN, patches/<version>/NNNN "
+                                           "or a lower-case name (jitdump-fork-flush)", _DEFECT_KEYS):
+        values = _required_strings(where, entry, ("title", "upstream", "patch", "means"), what,
+                                   clean=lambda v: " ".join(v.split()))
         if not (values["upstream"] == NOT_REPORTED or re.fullmatch(r"gh-[0-9]+", values["upstream"])):
             raise where.error(entry, "upstream", f"{what}.upstream must be gh-NNN or {NOT_REPORTED!r}")
         if key.startswith("gh-") and values["upstream"] != key:
@@ -979,19 +991,10 @@ def _load_distributions(where: _Where, data, root: Path) -> dict[str, Distributi
     if not isinstance(spec, dict):
         raise where.error(data, "distributions", "distributions must map a key (e.g. debian) to a distribution")
     found = {}
-    for key, entry in spec.items():
-        what = f"distributions.{key}"
-        if not isinstance(key, str) or not _DISTRIBUTION_KEY.fullmatch(key):
-            raise where.error(spec, key, f"distribution key {key!r} must be lower-case letters, digits and -, "
-                                         "e.g. debian")
-        where.check_keys(entry, _DISTRIBUTION_KEYS, what)
-        values = {}
-        for field_name in ("name", "origin", "keyring", "keyring_sha256", "security_suite", "revision",
-                           "purl_namespace"):
-            value = where.require(entry, field_name, what)
-            if not isinstance(value, str) or not value.strip():
-                raise where.error(entry, field_name, f"{what}.{field_name} must be a non-empty string")
-            values[field_name] = value.strip()
+    for key, entry, what in _keyed_entries(where, spec, "distributions", _DISTRIBUTION_KEY,
+                                           "lower-case letters, digits and -, e.g. debian", _DISTRIBUTION_KEYS):
+        values = _required_strings(where, entry, ("name", "origin", "keyring", "keyring_sha256", "security_suite",
+                                                  "revision", "purl_namespace"), what)
         keyring = Path(values["keyring"])
         if keyring.is_absolute() or keyring.parts[:1] != ("keys",) or ".." in keyring.parts:
             raise where.error(entry, "keyring", f"{what}.keyring must be a file under keys/ (e.g. "

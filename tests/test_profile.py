@@ -434,6 +434,31 @@ def test_profile_seed_script(docker_client, tmp_path, cell, mode):
     assert not results.python_chain_found(stacks, [FOO, BAR, BAZ])
 
 
+@pytest.mark.container
+@pytest.mark.parametrize("name", ["sid-3.14", "sid-3.15"])
+def test_profile_a_stock_interpreter_in_its_image(docker_client, tmp_path, name):
+    """profile --image/--python with a distribution's own interpreter (no series): the mode it is chosen is
+    one the stock entry says it gives, and the flame graph has the chain.  The smoke stock interpreter's
+    image is made where missing (as `nox -s tests` checks it anyway); another is used where it is there."""
+    from cpython_perf.check import external
+
+    stock = MATRIX.stock[name]
+    image = external.stock_image_tag(stock.suite, stock.package, stock.perf_suite)
+    if name in MATRIX.smoke_stock:
+        external.ensure_stock_image(docker_client, stock.suite, stock.package, stock.perf_suite, log=print)
+    elif target.image_id(docker_client, image) is None:
+        pytest.skip(f"{image} is not made here (nox -s stock-{name})")
+    shutil.copy2(SEED, tmp_path / "script.py")
+    out, printed = profile_for_real(docker_client, tmp_path, ["--image", image, "--python", stock.python, "--",
+                                                              "script.py"])
+    mode = "perf_jit" if any(line.startswith("$ perf record") and "-X perf_jit " in line for line in printed) \
+        else "perf"
+    assert mode in stock.modes, f"profile chose {mode} for {name}, which matrix.yaml says gives {stock.modes}"
+    stacks = assert_written(out, mode, printed)
+    assert results.python_chain_found(stacks, [MOD, BAZ, BAR, FOO]), (
+        f"no stack of {out / steps.FLAMEGRAPH} holds {MOD} > {BAZ} > {BAR} > {FOO}")
+
+
 @pytest.fixture(scope="module")
 def index_reachable(docker_client, tmp_path_factory):
     """Skip (with pip's own words) unless pip in a cell image can fetch the dependency from the package index

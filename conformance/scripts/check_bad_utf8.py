@@ -1,4 +1,5 @@
 # requires: perf
+# hits: gh-156114 /surrogates not allowed.*SystemError: <function \w+ at 0x[0-9a-f]+> returned a result with an exception set/
 # checks: behaviour
 """Code objects whose names are not valid UTF-8 under -X perf (gh-156114).
 

@@ -1,4 +1,5 @@
 # requires: perf
+# hits: patches/3.13/0028 /a thread with a \d+ KiB stack: \d+ levels complete without -X perf; with -X perf the process ended with killed by SIGSEGV/
 # checks: behaviour
 """Deep recursion under -X perf in a thread with a small stack ends in RecursionError or completes, never in a crash.
 

@@ -1,6 +1,7 @@
 # requires: perf
 # hits: patches/3.13/0011 /^unopenable-perf(_jit)?: .* did not raise$/
 # hits: gh-146522 /^exhausted-inactive: .*SystemError/
+# hits: patches/3.13/0011 /^exhausted-active: child exit status 1; stderr: 'SystemError: .*bad argument to internal function/
 # checks: behaviour
 """A failed sys.activate_stack_trampoline() leaves the interpreter exactly as it was.
 

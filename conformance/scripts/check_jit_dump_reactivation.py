@@ -1,6 +1,7 @@
 # requires: perf perf_jit
 # hits: patches/3.13/0012 /^switch: the dump .* has no code load for first_period/
-# hits: gh-146522 /^deactivate: child killed by SIGSEGV/
+# hits: gh-146522 /^(switch|deactivate): child killed by SIGSEGV/
+# hits: gh-141579 /^(switch|deactivate): child exit status 1: .*ValueError: invalid backend: perf_jit/
 # checks: behaviour
 """/tmp/jit-PID.dump keeps what it had when perf_jit is activated again.
 
@@ -56,7 +57,8 @@ class Fail(Exception):
 def run(how):
     proc = subprocess.run([sys.executable, "-c", CHILD, how], capture_output=True, text=True, timeout=300)
     if proc.returncode != 0:
-        raise Fail(f"{how}: child {describe_exit(proc.returncode)}: {proc.stderr.strip()[-1500:]}")
+        said = " / ".join(line.strip() for line in proc.stderr.strip().splitlines())   # one failure line
+        raise Fail(f"{how}: child {describe_exit(proc.returncode)}: {said[-1500:]}")
     res = json.loads(proc.stdout.strip().splitlines()[-1])
     pid = res["pid"]
     dump, pmap = f"/tmp/jit-{pid}.dump", f"/tmp/perf-{pid}.map"

@@ -1,5 +1,7 @@
 # requires: perf perf_jit
 # hits: patches/3.13/0014 /^the main interpreter started the subinterpreter's backend/
+# hits: gh-141579 /^the subinterpreter's code failed: .*invalid backend: perf_jit/
+# hits: patches/3.13/0014 /^Fatal Python error: PyMutex_Unlock: unlocking mutex that is not locked$/
 # checks: behaviour
 """A subinterpreter's refused activation changes nothing the main interpreter uses, even at the same moment.
 

@@ -1,5 +1,6 @@
 # requires: perf perf_jit
 # hits: gh-146522 /no more code watcher IDs available/
+# hits: gh-141579 /ValueError\('invalid backend: perf_jit'\)/
 # checks: behaviour
 """Backend switches and deactivations from deep recursion and from several threads at once.
 

@@ -44,10 +44,11 @@ def is_series_feature(text: str) -> bool:
 
 
 def failure_lines(output: str) -> list[str]:
-    """The lines in which a check said what failed: each 'FAIL: why', each indented line under a bare 'FAIL:';
-    a check that prints no FAIL line is judged by its last line."""
+    """The lines in which a check said what failed: each 'FAIL: why', each indented line under a bare 'FAIL:',
+    each 'Fatal Python error: ...' of an interpreter that aborted under it; a check that prints none of these is
+    judged by its last line."""
     lines = output.splitlines()
-    found = []
+    found = [l.strip() for l in lines if l.startswith("Fatal Python error: ")]
     i = 0
     while i < len(lines):
         m = _FAIL_LINE.match(lines[i].strip())

@@ -68,8 +68,8 @@ def _modes(matrix: Matrix, variant_name: str) -> str:
 
 def _stock_mode(target: StockTarget, mode: str) -> str:
     if mode in target.modes:
-        return "works" + ("; with `PYTHON_JIT=1` too, but the trampoline turns the JIT off (a RuntimeWarning) "
-                          "and the sys API refuses while it is on" if target.jit else "")
+        return "works" + (" (with `PYTHON_JIT=1` the trampoline turns the JIT off, and the sys API refuses while "
+                          "the JIT is on: no JIT code is profiled)" if target.jit else "")
     return f"no: {DIAGNOSIS_TEXT.get(target.not_given.get(mode, ''), target.not_given.get(mode, 'not claimed'))}"
 
 
@@ -103,12 +103,34 @@ def _series_features_absent(target: StockTarget) -> str:
 def stock_table(matrix: Matrix) -> str:
     rows = [STOCK_BEGIN, STOCK_HEADER, "| --- | --- | --- | --- | --- | --- |"]
     for target in matrix.stock.values():
-        carried = ", ".join(matrix.defects[d].upstream if matrix.defects[d].reported else f"{d} (not reported)"
-                            for d in target.defects) or "none seen"
+        reported = [matrix.defects[d].upstream for d in target.defects if matrix.defects[d].reported]
+        unreported = [d for d in target.defects if not matrix.defects[d].reported]
+        carried = ", ".join(reported + ([f"{len(unreported)} not reported upstream"] if unreported else [])) \
+            or "none seen"
         rows.append(f"| {target.description} (`stock-{target.name}`) | {_stock_mode(target, 'perf')} | "
                     f"{_stock_mode(target, 'perf_jit')} | {carried} | {_series_features_absent(target)} | "
                     f"{_stock_instead(matrix, target)} |")
     return "\n".join([*rows, STOCK_END])
+
+
+DEFECTS_BEGIN = ("<!-- defect list: generated from matrix.yaml by `python -m cpython_perf docs`; "
+                 "edit matrix.yaml -->")
+DEFECTS_END = "<!-- end of the defect list -->"
+
+
+def defect_list(matrix: Matrix) -> str:
+    """Each catalogued defect a stock interpreter carries: what it is, what it means, who carries it, where it
+    is fixed (a report ready to send for those upstream has no issue for: matrix.yaml's report:)."""
+    rows = [DEFECTS_BEGIN]
+    for defect in matrix.defects.values():
+        carriers = [t.name for t in matrix.stock.values() if defect.id in t.defects]
+        if not carriers:
+            continue
+        upstream = defect.upstream if defect.reported else "not reported upstream (a report is ready in matrix.yaml)"
+        fixed = f"; fixed upstream in {defect.fixed_upstream}" if defect.fixed_upstream else ""
+        rows.append(f"- **{defect.title}** (`{defect.id}`; {upstream}{fixed}; fixed by `{defect.patch}`). "
+                    f"{defect.means} Carried by: {', '.join(f'`stock-{c}`' for c in carriers)}.")
+    return "\n".join([*rows, DEFECTS_END])
 
 
 @dataclass(frozen=True)
@@ -121,7 +143,8 @@ class GeneratedTable:
 
 
 TABLES = (GeneratedTable("variant", BEGIN, END, lambda m: variant_table(m), ("README.md", "docs/matrix.md")),
-          GeneratedTable("stock", STOCK_BEGIN, STOCK_END, lambda m: stock_table(m), ("README.md", "docs/conformance.md")))
+          GeneratedTable("stock", STOCK_BEGIN, STOCK_END, lambda m: stock_table(m), ("README.md", "docs/conformance.md")),
+          GeneratedTable("defect", DEFECTS_BEGIN, DEFECTS_END, lambda m: defect_list(m), ("docs/conformance.md",)))
 PAGES = tuple(dict.fromkeys(p for t in TABLES for p in t.pages))
 
 

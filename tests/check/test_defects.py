@@ -49,10 +49,20 @@ def test_every_defect_a_script_or_a_stock_target_names_is_in_the_catalogue():
     assert not unused, f"defects: entries no check script sees: {sorted(unused)}"
 
 
+def test_every_defect_a_conformance_test_puts_a_failure_down_to_is_in_the_catalogue():
+    named = set()
+    for test in sorted((PROJECT_ROOT / "conformance").glob("test_*.py")):
+        named |= set(re.findall(r'xfail_if_carried\(\s*\w+,\s*"([^"]+)"', test.read_text()))
+    assert named, "no conformance test puts a failure down to a defect"
+    assert named <= set(load_matrix().defects), sorted(named - set(load_matrix().defects))
+
+
 def test_failure_lines_are_the_fail_lines_or_the_last_line():
     assert defects.failure_lines("info\nFAIL:\n  one\n  two\n\nmore\n") == ["one", "two"]
     assert defects.failure_lines("x\nFAIL (gh-1): a\nFAIL (gh-1): b\n") == ["a", "b"]
     assert defects.failure_lines("1 activations\nthe last line\n\n") == ["the last line"]
+    aborted = "Fatal Python error: PyMutex_Unlock: unlocking mutex that is not locked\n\nCurrent thread 0x1 (most recent call first):\n"
+    assert defects.failure_lines(aborted) == ["Fatal Python error: PyMutex_Unlock: unlocking mutex that is not locked"]
 
 
 def test_a_failure_is_a_defect_only_where_every_failure_line_is_one_it_carries():
