@@ -74,8 +74,7 @@ from ..errors import DriverError
 from ..subcommands import Command, log, main_of
 from . import procfs
 from .perf_data import PerfDataError, pids_named
-from .untrusted_files import (READ_FLAGS, RESOLVE_IN_ROOT, RESOLVE_NO_MAGICLINKS, FileIdentity, ForeignRoot,
-                              Refused, has_openat2, openat2)
+from .untrusted_files import READ_FLAGS, FileIdentity, ForeignRoot, Refused, has_openat2
 
 FILE_NAME = re.compile(r"^(?:perf-(?P<map>\d+)\.map|jit-(?P<dump>\d+)\.dump|jitted-(?P<so>\d+)-\d+\.so"
                        r"|jit-(?P<arena>\d+)-arena-\d+\.so)$")
@@ -188,23 +187,11 @@ def open_container_tmp(root: str | os.PathLike, where: str) -> tuple[int | None,
                               "it inside the container (Linux 5.6 or newer): nothing is removed")
         said = f"{where}: a symbolic link to {target!r}, resolved inside the container"
         try:
-            return _open_in_root(foreign.fd, "tmp"), said
+            return foreign.open_dir("tmp", follow=True), said
         except FileNotFoundError:
             return None, f"{said}: no such directory there, nothing to clean"
-        except OSError as exc:
-            raise DriverError(f"{said}: cannot be opened ({exc.strerror})") from None
-
-
-def _open_in_root(root_fd: int, path: str) -> int:
-    """A directory of path resolved inside root_fd, every link followed there, the last component's too
-    (ForeignRoot never follows that one): RESOLVE_IN_ROOT makes an absolute link or `..` stop at the root."""
-    for _ in range(3):   # EAGAIN: a rename elsewhere in the tree raced the resolution of `..`; try again
-        try:
-            return openat2(root_fd, path, DIRECTORY_FLAGS, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS)
-        except OSError as exc:
-            if exc.errno != errno.EAGAIN:
-                raise
-    return openat2(root_fd, path, DIRECTORY_FLAGS, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS)
+        except Refused as refused:
+            raise DriverError(f"{said}: cannot be opened ({refused.why})") from None
 
 
 # -- recordings

@@ -447,7 +447,7 @@ class Keeper:
         except OSError:
             return names
         try:
-            fd = foreign.open_dir("tmp")
+            fd = foreign.open_dir("tmp", follow=True)   # a /tmp that is a link: the container's own directory
         except OSError:
             foreign.close()
             return names

@@ -188,7 +188,7 @@ def check_access(pid: int, proc: Path = procfs.PROC) -> None:
     resolved inside the container (a /tmp that is a link leads to the container's own directory, or nowhere)."""
     try:
         with ForeignRoot(proc / str(pid) / "root", f"the container of process {pid}") as root:
-            os.close(root.open_dir("tmp"))
+            os.close(root.open_dir("tmp", follow=True))
     except PermissionError:
         raise DriverError(f"cannot read the container's /tmp through /proc/{pid}/root: record --container reads "
                           "the processes' perf maps there; run it as root on the host (sudo)") from None

@@ -154,7 +154,7 @@ def activate(client, container, ns_pid: int, host_pid: int, mode: str, timeout: 
         return CANNOT_ASK, {**report, "error": f"cannot reach process {ns_pid}'s root: {exc.strerror or exc}"}
     try:
         try:
-            tmp_fd = root.open_dir("tmp")
+            tmp_fd = root.open_dir("tmp", follow=True)
         except OSError as exc:
             return CANNOT_ASK, {**report, "error": f"the container's /tmp cannot be written safely: {exc}"}
         try:

@@ -145,13 +145,22 @@ class ForeignRoot:
         parts = _parts(path)
         flags |= os.O_NOFOLLOW | os.O_CLOEXEC
         if has_openat2():
+            return self._open_in_root(path, parts, flags)
+        return self._open_walking(path, parts, flags)
+
+    def _open_in_root(self, path: str, parts: list[str], flags: int) -> int:
+        """openat2 with RESOLVE_IN_ROOT: an absolute link or `..` stops at the root.  EAGAIN (a rename elsewhere
+        in the tree raced the resolution of `..`) is tried again, twice."""
+        for attempt in range(3):
             try:
                 return openat2(self.fd, "/".join(parts), flags, RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS)
             except FileNotFoundError:
                 raise
             except OSError as exc:
+                if exc.errno == errno.EAGAIN and attempt < 2:
+                    continue
                 raise self._refusal(path, exc) from None
-        return self._open_walking(path, parts, flags)
+        raise AssertionError("unreachable")
 
     def _open_walking(self, path: str, parts: list[str], flags: int) -> int:
         """Without openat2: one component at a time, none of them followed; `..` and links are refused."""
@@ -188,10 +197,20 @@ class ForeignRoot:
             return Refused(path, "its path leads out of the root")
         return Refused(path, exc.strerror or str(exc))
 
-    def open_dir(self, path: str) -> int:
+    def open_dir(self, path: str, follow: bool = False) -> int:
         """A descriptor (O_RDONLY | O_DIRECTORY, good for listing and for *at() calls) of a directory inside the
-        root; a link as its last component is refused."""
-        return self.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        root; a link as its last component is refused, or with follow resolved inside the root too (a container
+        whose /tmp is a link to /var/tmp: its own /var/tmp, never the host's).  Following needs openat2 (Linux
+        5.6): without it such a link is refused, saying so."""
+        if not follow:
+            return self.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        if not has_openat2():
+            try:
+                return self.open(path, os.O_RDONLY | os.O_DIRECTORY)
+            except Refused as refused:
+                raise Refused(path, f"{refused.why}; this kernel has no openat2 to resolve it inside the root "
+                                    "(Linux 5.6 or newer)") from None
+        return self._open_in_root(path, _parts(path), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
 
     # -- reading
 
