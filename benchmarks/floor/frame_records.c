@@ -1,9 +1,9 @@
 /* Does perf's frame-pointer walk (the kernel's user callchain) follow frame records that no call made?
  *
- *   cc -O2 -fno-omit-frame-pointer -o frame_records benchmarks/floor/frame_records.c   (x86-64)
+ *   cc -O2 -fno-omit-frame-pointer -o frame_records benchmarks/floor/frame_records.c   (x86-64 or aarch64)
  *   perf record -F 999 -g -- ./frame_records heap|stack|down 1.0 && perf script -F comm,ip,sym
  *
- * spin() is called with rbp pointing at a chain of six hand-written records {next, return address}, the
+ * spin() is called with the frame-pointer register (rbp, x29) pointing at a chain of six hand-written records {next, return address}, the
  * last of which links to main's own frame; the return addresses lie in an executable page nothing is ever
  * written to, which /tmp/perf-PID.map names fake_0 .. fake_5 (as a perf map would name one slot per code
  * object).  Where the records are -- PLACE:
@@ -33,9 +33,10 @@ __attribute__((noinline, used)) long spin(double seconds) {
     return n;
 }
 
-/* call spin with rbp = top: the compiler-made prologue of spin then pushes our rbp, so spin's own record's
- * next is our chain; after it, rbp is restored */
+/* call spin with the frame-pointer register = top: spin's own prologue then saves it, so spin's record's
+ * next is our chain; after the call it is restored */
 __attribute__((noinline)) static long call_with_chain(struct rec *top, double seconds) {
+#if defined(__x86_64__)
     long r;
     __asm__ volatile(
         "push %%rbp\n\t"
@@ -47,6 +48,22 @@ __attribute__((noinline)) static long call_with_chain(struct rec *top, double se
         : "=a"(r) : "r"(top), "Yz"(seconds) : "rcx", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r11",
           "xmm1", "memory");
     return r;
+#elif defined(__aarch64__)
+    register long x0 __asm__("x0");
+    register double d0 __asm__("d0") = seconds;
+    __asm__ volatile(
+        "stp x29, x30, [sp, #-16]!\n\t"
+        "mov x29, %1\n\t"
+        "bl spin\n\t"
+        "ldp x29, x30, [sp], #16\n\t"
+        : "=r"(x0) : "r"(top), "w"(d0) : "x1", "x2", "x3", "x4", "x5", "x6", "x7", "x8", "x9", "x10",
+          "x11", "x12", "x13", "x14", "x15", "x16", "x17", "x30", "v1", "v2", "v3", "v4", "v5", "v6", "v7",
+          "v16", "v17", "v18", "v19", "v20", "v21", "v22", "v23", "v24", "v25", "v26", "v27", "v28", "v29",
+          "v30", "v31", "memory");
+    return x0;
+#else
+#error "x86-64 or aarch64"
+#endif
 }
 
 int main(int argc, char **argv) {
