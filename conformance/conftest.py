@@ -243,8 +243,7 @@ def check_script_fixes(path: Path) -> list[str]:
 def check_applies(cell, script: Path) -> bool:
     """A check runs where the cell's interpreter offers the backends it requires; on a vanilla cell only fix reproducers run.
     (An external target's backends are its claimed modes, or every backend: conftest.target_check_gate.)"""
-    backends = getattr(cell, "check_backends", cell.backends)
-    if not backends or not check_script_requirements(script) <= set(backends):
+    if not cell.check_backends or not check_script_requirements(script) <= set(cell.check_backends):
         return False
     return bool(check_script_fixes(script)) if cell.vanilla else True
 
@@ -685,6 +684,12 @@ def target_runner(target, docker_client, tmp_path, tmp_path_factory, record_prop
     return with_host_event(runner, record_property)
 
 
+def carried_defects(target) -> tuple[str, ...]:
+    """The catalogued defects an external target may carry: a stock target's list (matrix.yaml stock:), any
+    of the catalogue for an interpreter matrix.yaml does not describe."""
+    return target.carries if target.carries is not None else tuple(MATRIX.defects)
+
+
 def xfail_if_carried(cell, defect_id: str, seen: str, target_facts, record_property) -> None:
     """A test's failure on an interpreter without the series whose evidence (seen, checked by the caller) is
     the catalogued defect's, where the target carries it: an xfail 'present in <version>: ...'.  Returns
@@ -692,8 +697,7 @@ def xfail_if_carried(cell, defect_id: str, seen: str, target_facts, record_prope
     if not isinstance(cell, external.ExternalTarget):
         return
     facts = target_facts(cell)
-    carried = cell.carries if cell.carries is not None else tuple(MATRIX.defects)
-    if facts.has_series is not False or defect_id not in carried:
+    if facts.has_series is not False or defect_id not in carried_defects(cell):
         return
     record_property("defect_present", defect_id)
     pytest.xfail(f"{defects.present_text(MATRIX.defects[defect_id], facts.version_text)}; seen: {seen}")

@@ -39,7 +39,7 @@ import pytest
 
 from cpython_perf.check import defects, external
 
-from conftest import MATRIX, check_script_fixes, not_applicable, target_check_gate
+from conftest import MATRIX, carried_defects, check_script_fixes, not_applicable, target_check_gate
 
 CANNOT_CHECK = 2
 RECORDS_PERF = re.compile(r"^#\s*records:\s*perf\b", re.M)
@@ -86,7 +86,7 @@ def judge_without_series(target, script, exit_code: int, output: str, version: s
     finding about the interpreter (xfail 'present: ...'), anything else fails; a stock target's list of known
     defects must also hold the other way (a reproducer it lists that passes: the list is out of date)."""
     text = script.read_text()
-    carried = target.carries if target.carries is not None else tuple(MATRIX.defects)
+    carried = carried_defects(target)
     listed = f"matrix.yaml's stock.{target.stock}.defects" if target.stock else "the catalogue"
     if exit_code == 0:
         stale = [d for d in defects.fixes(text) if target.carries is not None and d in target.carries]

@@ -66,7 +66,7 @@ def decisions(text: str) -> dict[str, tuple[str, str]]:
 def test_clean_tmp_beside_real_processes_and_recordings(cell, runner_for, record_property):
     if cell.foreign:
         not_applicable("foreign", f"{cell.name}: perf cannot sample under qemu-user")
-    if "perf" not in getattr(cell, "check_backends", cell.backends):   # perf maps, not chains: no frame pointers needed
+    if "perf" not in cell.check_backends:   # perf maps, not chains: no frame pointers needed
         not_applicable("mode:perf", f"{cell.name}'s interpreter does not offer perf")
     runner = runner_for(cell)
     runner.extra_mounts[DRIVER] = "/driver/cpython_perf"

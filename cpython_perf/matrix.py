@@ -316,6 +316,11 @@ class Cell:
     arch_cflags: str = ""
 
     @property
+    def check_backends(self) -> tuple[str, ...]:
+        """What the check scripts may use: the backends it offers (an external target's differ: check.external)."""
+        return self.backends
+
+    @property
     def cflags(self) -> str:
         """The CFLAGS the cell is configured with: its variant's, then its arch's."""
         return " ".join(f for f in (self.variant.cflags, self.arch_cflags) if f)

@@ -455,6 +455,14 @@ def scratch():
         yield Path(tmp)
 
 
+def read_back(raw: bytes, name: str, read, allowed: tuple):
+    """ends_cleanly(read(path)) of raw written to a scratch file of that name."""
+    with scratch() as tmp:
+        path = tmp / name
+        path.write_bytes(raw)
+        return ends_cleanly(lambda: read(str(path)), allowed)
+
+
 def listing(top: Path) -> dict[str, str]:
     """Every entry under top: path -> what it is (a file: its content's hash)."""
     out = {}
@@ -486,10 +494,7 @@ def test_parse_eh_frame(data):
 @FUZZ
 @given(jitdumps())
 def test_read_jitdump(raw):
-    with scratch() as tmp:
-        path = tmp / "jit-1.dump"
-        path.write_bytes(raw)
-        dump = ends_cleanly(lambda: ji.read_jitdump(str(path)), (JitInjectError,))
+    dump = read_back(raw, "jit-1.dump", ji.read_jitdump, (JitInjectError,))
     if not isinstance(dump, Exception):
         assert 0 <= dump.elf_mach <= 0xFFFF
         for load in dump.loads:     # every load's code is what its record holds: never more than the dump
@@ -500,10 +505,7 @@ def test_read_jitdump(raw):
 @FUZZ
 @given(perf_files())
 def test_read_recording(raw):
-    with scratch() as tmp:
-        path = tmp / "perf.data"
-        path.write_bytes(raw)
-        rec = ends_cleanly(lambda: ji.read_recording(str(path), chunk=256), (JitInjectError,))
+    rec = read_back(raw, "perf.data", lambda path: ji.read_recording(path, chunk=256), (JitInjectError,))
     if not isinstance(rec, Exception):
         assert ji.PERF_HEADER.size <= rec.data_offset and rec.data_offset + rec.data_size <= len(raw)
         for at, size, *_ in rec.markers + rec.anon_maps:
