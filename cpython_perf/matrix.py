@@ -512,6 +512,7 @@ class Defect:
     means: str                   # what it means for someone running an interpreter that carries it
     fixed_upstream: str | None = None   # the first release upstream fixed it in, where it did
     report: str | None = None    # where upstream has no issue: a report ready to send
+    instead: str | None = None   # what to do on an interpreter that carries it (the stock tables' last column)
 
     @property
     def reported(self) -> bool:
@@ -931,7 +932,7 @@ def _load_stock(where: _Where, data, matrix: Matrix) -> dict[str, StockTarget]:
 # why a stock interpreter does not give a mode: the codes of cpython_perf.check.external's diagnosis
 STOCK_DIAGNOSES = ("no-trampoline", "backend-not-available", "no-frame-pointers", "perf-too-old")
 _DEFECT_ID = re.compile(r"gh-[0-9]+|patches/[0-9]+\.[0-9]+/[0-9]{4}|[a-z][a-z0-9-]*")
-_DEFECT_KEYS = {"title", "upstream", "patch", "means", "fixed_upstream", "report"}
+_DEFECT_KEYS = {"title", "upstream", "patch", "means", "fixed_upstream", "report", "instead"}
 NOT_REPORTED = "not reported"
 
 
@@ -978,8 +979,11 @@ def _load_defects(where: _Where, data, root: Path) -> dict[str, Defect]:
         fixed = entry.get("fixed_upstream")
         if fixed is not None and not (isinstance(fixed, str) and re.fullmatch(r"3\.[0-9]+\.[0-9]+", fixed)):
             raise where.error(entry, "fixed_upstream", f"{what}.fixed_upstream must be a release (\"3.13.10\")")
+        instead = entry.get("instead")
+        if instead is not None and not (isinstance(instead, str) and instead.strip()):
+            raise where.error(entry, "instead", f"{what}.instead must be a non-empty string (what to do instead)")
         found[key] = Defect(id=key, fixed_upstream=fixed, report=" ".join(report.split()) if report else None,
-                            **values)
+                            instead=" ".join(instead.split()) if instead else None, **values)
     return found
 
 

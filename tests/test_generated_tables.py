@@ -54,6 +54,7 @@ def test_every_stock_interpreter_has_a_row_with_its_modes_defects_and_what_to_ru
         for defect in target.defects:
             d = MATRIX.defects[defect]
             assert (d.upstream if d.reported else "not reported upstream") in cells[3]
+            assert d.instead is None or d.instead in cells[5]
     sid = rows[list(MATRIX.stock).index("sid-3.14")]
     assert "no frame pointers" in sid.split(" | ")[1]
     trixie = rows[list(MATRIX.stock).index("trixie-3.13")]

@@ -74,7 +74,8 @@ def _stock_mode(target: StockTarget, mode: str) -> str:
 
 
 def _stock_instead(matrix: Matrix, target: StockTarget) -> str:
-    """The cells and packaging lanes of the same version (the series' fixes and features), else the nearest."""
+    """The cells and packaging lanes of the same version (the series' fixes and features), and what each defect
+    it carries says to do instead (matrix.yaml defects: instead:)."""
     cells = [c.name for c in matrix.cells.values()
              if c.version == target.version and not c.vanilla and not c.build_only and c.arch == "x86_64"]
     lanes = [l.name for l in matrix.lanes.values() if l.version == target.version]
@@ -85,8 +86,7 @@ def _stock_instead(matrix: Matrix, target: StockTarget) -> str:
         bits.append("cells " + _code(f"build-{c}" for c in cells[:3]))
     if not bits:
         bits.append("no cell of this version builds here")
-    if "patches/3.13/0026" in target.defects:
-        bits.append("`PYTHONPERFSUPPORT=1` (or `PYTHON_PERF_JIT_SUPPORT=1`) in a worker pool's environment")
+    bits += [matrix.defects[d].instead for d in target.defects if matrix.defects[d].instead]
     return "; ".join(bits)
 
 

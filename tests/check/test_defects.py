@@ -91,6 +91,8 @@ def test_the_present_text_says_what_it_means_and_where_it_is_fixed():
 
 @pytest.mark.parametrize("old, new, needle, message", [
     ("  gh-146522:\n    title:", "  gh-146522:\n    tilte: x\n    title:", "tilte:", "did you mean 'title'"),
+    ("    instead: \"`PYTHONPERFSUPPORT=1` (or `PYTHON_PERF_JIT_SUPPORT=1`) in a worker pool's environment\"",
+     "    instead: ''", "instead: ''", "instead must be a non-empty string"),
     ("    defects: [gh-146522", "    defects: [gh-999999, gh-146522", "defects: [gh-999999",
      "lists gh-999999, which defects: does not describe"),
 ])
