@@ -206,7 +206,7 @@ def eval_frame_bytes(runner, cell, record_property) -> int | None:
     """The stack frame _PyEval_EvalFrameDefault reserves in the cell's binary (objdump, once a session per
     cell: slow under qemu-user)."""
     if cell.name not in _EVAL_FRAME_BYTES:
-        result = runner.run(perf_runs.objdump_command(PYTHON), perf=False)
+        result = runner.run(perf_runs.eval_loop_objdump_command(PYTHON), perf=False)
         _EVAL_FRAME_BYTES[cell.name] = perf_runs.frame_allocation(result.stdout)
     frame = _EVAL_FRAME_BYTES[cell.name]
     record_property("eval_frame_bytes", frame)

@@ -195,8 +195,12 @@ for path in files:
     if proc.wait() != 0:
         sys.exit(f"objdump -d {path} failed")
     result[path] = counts
+result["frame_records"] = "-DPy_PERF_FRAME_RECORDS" in (sysconfig.get_config_var("CEVAL_FRAME_RECORDS_CFLAGS") or "")
 print(json.dumps(result))
 """
+# 3.13's frame records (patch 31): the eval loop keeps %rbp for the records it writes and is built without
+# a frame pointer; its assembly entry, _PyEval_EvalFrameDefault, builds the frame record in its place
+EVAL_LOOP_WITH_RECORDS = "_PyEval_EvalFrameDefault_records"
 
 
 TRAMPOLINE_START = "_Py_trampoline_func_start"
@@ -209,7 +213,11 @@ def frame_pointer_coverage(runner) -> dict:
     its frame pointer before its first call (shrink-wrapped setups, after a fast path, count)."""
     result = runner.run(["python3", "-c", FRAME_POINTER_PROBE], perf=False)
     assert result.exit_code == 0, result.stderr
-    return json.loads(result.stdout)
+    coverage = json.loads(result.stdout)
+    records = coverage.pop("frame_records")
+    for counts in coverage.values():
+        counts["frame_records"] = records
+    return coverage
 
 
 def test_frame_pointers_in_the_machine_code(cell, runner_for, record_property):
@@ -234,6 +242,12 @@ def test_frame_pointers_in_the_machine_code(cell, runner_for, record_property):
             counts["without"].remove(TRAMPOLINE_START)
             record_property("trampoline_frame_record", "missing (as released)")
             print(f"{path}: {TRAMPOLINE_START} calls without a frame record, as released")
+        if counts["frame_records"] and EVAL_LOOP_WITH_RECORDS in counts["without"]:
+            assert "_PyEval_EvalFrameDefault" not in counts["without"], (
+                f"{path}: neither the eval loop nor its entry sets up a frame pointer")
+            counts["without"].remove(EVAL_LOOP_WITH_RECORDS)
+            record_property("eval_loop_frame_pointer", "frame records (its entry builds the frame record)")
+            print(f"{path}: {EVAL_LOOP_WITH_RECORDS} keeps %rbp for frame records; its entry sets up the frame")
         assert not counts["without"], (
             f"{path}: {len(counts['without'])} of {counts['functions']} non-leaf functions call without "
             f"setting up a frame pointer, e.g. {counts['without'][:10]}")

@@ -34,7 +34,9 @@ finalization runs too).  Then a function is called, and must hold:
     evaluator stays in the chain under another one (it then only passes
     frames on).  A frame runs through a trampoline when the C stack under it
     has a return address in no loaded object (backtrace() and dladdr(): the
-    trampolines live in anonymous executable memory).
+    trampolines live in anonymous executable memory), or, in a build with
+    frame records (3.13's patch 31, which runs the frame inline and names it
+    by its trampoline's return address), when the frame-pointer chain has.
 
 Exit 2 (cannot check) where the extension does not build or the
 interpreter has no trampoline.
@@ -160,12 +162,55 @@ top(PyObject *self, PyObject *unused)
     return PyUnicode_FromString(name);
 }
 
+/* The first return address outside every loaded object in the frame-
+   pointer chain above this function (what perf -g walks), within this
+   thread's stack, or 0: the eval loop's frame records (3.13's patch 31) name
+   a Python frame it runs inline by its trampoline's return address, with no
+   C call.  Only asked in a build with frame records, where every frame
+   keeps %rbp. */
+#include <pthread.h>
+#include <stdint.h>
+__attribute__((noinline, optimize("no-omit-frame-pointer")))
+static uintptr_t
+frame_records_first_trampoline(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    pthread_attr_t attr;
+    void *lo;
+    size_t size;
+    if (pthread_getattr_np(pthread_self(), &attr) != 0) {
+        return 0;
+    }
+    pthread_attr_getstack(&attr, &lo, &size);
+    pthread_attr_destroy(&attr);
+    uintptr_t low = (uintptr_t)lo, high = low + size;
+    uintptr_t fp = (uintptr_t)__builtin_frame_address(0);
+    for (int i = 0; i < 256; i++) {
+        if (fp < low || fp + 16 > high || (fp & 7)) {
+            break;
+        }
+        uintptr_t next = ((uintptr_t *)fp)[0], ret = ((uintptr_t *)fp)[1];
+        Dl_info info;
+        if (ret != 0 && dladdr((void *)ret, &info) == 0) {
+            return ret;
+        }
+        if (next <= fp) {
+            break;
+        }
+        fp = next;
+    }
+#endif
+    return 0;
+}
+
 /* Whether the C stack of the calling Python frame holds a return address
    outside every loaded object: a trampoline's.  The unwinder stops at the
    first one (perf map trampolines carry no unwind tables), which is the one
-   under the calling frame's eval loop. */
+   under the calling frame's eval loop: True.  Otherwise, with frame records
+   (the argument true), the first such address of the frame-pointer chain
+   (the caller tells whose trampoline it is), or False. */
 static PyObject *
-on_trampoline(PyObject *self, PyObject *unused)
+on_trampoline(PyObject *self, PyObject *records)
 {
     void *addrs[128];
     int n = backtrace(addrs, 128);
@@ -175,11 +220,15 @@ on_trampoline(PyObject *self, PyObject *unused)
             Py_RETURN_TRUE;
         }
     }
+    uintptr_t ret = PyObject_IsTrue(records) ? frame_records_first_trampoline() : 0;
+    if (ret != 0) {
+        return PyLong_FromUnsignedLongLong(ret);
+    }
     Py_RETURN_FALSE;
 }
 
 static PyMethodDef methods[] = {
-    {"on_trampoline", on_trampoline, METH_NOARGS, NULL},
+    {"on_trampoline", on_trampoline, METH_O, NULL},
     {"install_chaining", install_chaining, METH_NOARGS, NULL},
     {"install_direct", install_direct, METH_NOARGS, NULL},
     {"remove_last", remove_last, METH_NOARGS, NULL},
@@ -208,7 +257,7 @@ PyInit__evalchain(void)
 
 # Run in each child: the steps of one sequence, then the checks.  Prints "ok" or the problems, one a line.
 CHILD = r'''
-import os, sys
+import os, sys, sysconfig
 import _evalchain
 
 def f(x):
@@ -218,8 +267,24 @@ def gen(n):
     for i in range(n):
         yield f(i)
 
+# 3.13's frame records (patch 31): a frame run inline is shown by a record, not by a C frame
+FRAME_RECORDS = "-DPy_PERF_FRAME_RECORDS" in (sysconfig.get_config_var("CEVAL_FRAME_RECORDS_CFLAGS") or "")
+
 def via_trampoline():
-    return _evalchain.on_trampoline()
+    hit = _evalchain.on_trampoline(FRAME_RECORDS)
+    if hit is True or hit is False:
+        return hit
+    # a frame record's return address: through a trampoline if it is this function's own (an outer
+    # frame's record, written while a trampoline was active, is not), as the perf map names it
+    try:
+        with open(f"/tmp/perf-{os.getpid()}.map") as fh:
+            for line in fh:
+                start, size, name = line.rstrip("\n").split(" ", 2)
+                if int(start, 16) <= hit < int(start, 16) + int(size, 16):
+                    return name.startswith("py::via_trampoline:")
+    except OSError:
+        pass
+    return False
 
 def run(seq, calls):
     """Run the steps, call f; (problems, what happened in words)."""

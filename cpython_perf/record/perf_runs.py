@@ -165,10 +165,27 @@ _FRAME_ALLOC = (
 )
 
 
-def objdump_command(binary: str, function: str = EVAL_FUNCTION) -> str:
-    """Shell command printing the first 80 instructions of function in binary."""
+# The loop behind _PyEval_EvalFrameDefault where that is an assembly entry (3.13's perf frame records)
+EVAL_LOOP_BODY = EVAL_FUNCTION + "_records"
+
+
+def objdump_command(binary: str, function: str = EVAL_FUNCTION, also: tuple[str, ...] = ()) -> str:
+    """Shell command printing the first 80 instructions of function in binary, and of each function of
+    also that the binary has."""
+    names = "|".join(re.escape(f) for f in (function, *also))
     return (f"objdump -d --no-show-raw-insn {shlex.quote(binary)} "
-            f"| awk '/<{function}>:/{{f=1}} f{{print; if (++n > 80) exit}}'")
+            f"| awk '/^[0-9a-f]+ <({names})>:/{{f=1; n=0; print; next}} "
+            f"/^[0-9a-f]+ <.*>:/{{f=0}} f{{print; if (++n > 80) f=0}}'")
+
+
+def eval_loop_objdump_command(binary: str) -> str:
+    """Shell command printing the first 80 instructions of the eval loop: _PyEval_EvalFrameDefault, or the
+    loop behind it where that is only an entry (whose own `sub ..., sp` makes room for frame records only
+    while they may be written: not the loop's frame)."""
+    return (f"objdump -d --no-show-raw-insn {shlex.quote(binary)} "
+            f"| awk '/^[0-9a-f]+ <{EVAL_FUNCTION}>:/{{f=1; n=0; next}} "
+            f"/^[0-9a-f]+ <{EVAL_LOOP_BODY}>:/{{f=2; n=0; next}} /^[0-9a-f]+ <.*>:/{{f=0}} "
+            f"f && n++ < 80 {{b[f] = b[f] $0 \"\\n\"}} END {{printf \"%s\", (2 in b) ? b[2] : b[1]}}'")
 
 
 def frame_allocation(disassembly: str) -> int | None:

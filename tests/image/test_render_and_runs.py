@@ -109,6 +109,32 @@ def test_frame_allocation_from_disassembly():
     assert perf_runs.frame_allocation("nothing here") is None
 
 
+def test_eval_loop_frame_behind_an_assembly_entry(tmp_path):
+    """Where _PyEval_EvalFrameDefault is an assembly entry (3.13's perf frame records: its `sub` makes room
+    for the records), the loop's frame is the one of _PyEval_EvalFrameDefault_records; the functions after
+    either are not read; without the entry, _PyEval_EvalFrameDefault's own."""
+    import subprocess
+    listing = tmp_path / "objdump.txt"
+    listing.write_text(
+        "0000000000000000 <_PyEval_EvalFrameDefault>:\n   0:\tpush   %rbp\n   1:\tmov    %rsp,%rbp\n"
+        "   4:\tpush   %rbx\n   e:\tsub    $0x180,%rsp\n  18:\tcall   9 <x>\n  1d:\tpop    %rbp\n"
+        "  1e:\tret\n\n"
+        "0000000000000010 <_PyFrame_PushUnchecked>:\n  10:\tpush   %rbp\n  14:\tsub    $0x28,%rsp\n\n"
+        "00000000000057e0 <_PyEval_EvalFrameDefault_records>:\n  57e0:\tpush   %r15\n"
+        "  57e9:\tsub    $0x320,%rsp\n")
+    def frame(command):
+        awk = command.split("| ", 1)[1]
+        out = subprocess.run(f"cat {listing} | {awk}", shell=True, capture_output=True, text=True, check=True)
+        return perf_runs.frame_allocation(out.stdout)
+    assert frame(perf_runs.eval_loop_objdump_command("python3")) == 0x320
+    assert frame(perf_runs.objdump_command("python3", "_PyFrame_PushUnchecked")) == 0x28
+    plain = tmp_path / "plain.txt"
+    plain.write_text("0000000000000000 <_PyEval_EvalFrameDefault>:\n   0:\tpush   %rbp\n"
+                     "   9:\tsub    $0x188,%rsp\n\n0000000000000400 <other>:\n 400:\tsub    $0x28,%rsp\n")
+    listing.write_text(plain.read_text())
+    assert frame(perf_runs.eval_loop_objdump_command("python3")) == 0x188
+
+
 def test_dwarf_reach_at_o0_and_release():
     matrix = load_matrix()
     assert perf_runs.dwarf_reachable_python_frames(matrix.cell("3.13-O0"), 0x47C0) == 3

@@ -1,0 +1,211 @@
+# requires: perf
+# checks: series
+# records: perf
+"""Under -X perf, Python frames run inline are shown to perf by frame records, in order, and only them.
+
+In an x86-64 GCC build with frame pointers (3.13's patch 31; sysconfig's
+CEVAL_FRAME_RECORDS_CFLAGS), the eval loop runs a frame pushed under the
+trampoline inline and writes a frame record naming the frame's trampoline:
+perf's frame-pointer walk then sees py::callee directly inside py::caller,
+with no eval-loop frame between them.  Recorded with real perf (`perf record
+-g`, -X perf), a program whose phases each keep one shape hot:
+
+  calls       top -> mid -> leaf, plain calls;
+  generators  a consumer pulling from gen_outer, which yields from gen_inner;
+  recursion   rec(40): deeper than the 16 records one loop holds, so the
+              chain crosses eval-loop entries;
+  after       the calls again, after the loop has raised through mid and
+              top thousands of times (exceptions unwinding through frames
+              with records): a record left behind would show a frame that
+              is not there, one dropped too early would hide one.
+
+Must hold, for the samples whose leaf Python frame is the phase's hot
+function: at least 90% show the phase's whole Python chain, innermost first,
+with no other Python frame inside it (the recursion: 41 py::rec frames below
+py::recursion); in the calls and generator phases, at least 80% of those show
+each Python frame directly inside the next (records, not a C call per
+frame); in the recursion phase, an eval-loop frame at least every 16 py::rec
+frames is allowed.  Exit 2 (cannot check) where the interpreter has no frame
+records (not an x86-64 GCC frame-pointer build of the series, or LTO) and
+where perf cannot record; fails where the build should have them (the
+series' 3.13, x86-64, GCC, frame pointers, no LTO) and has not.
+"""
+import os
+import platform
+import shutil
+import sys
+import sysconfig
+import tempfile
+
+from childcheck import finish, frame_pointer_recording_unavailable, perf_record_program, perf_script_samples, perf_script_text
+
+CANNOT_CHECK = 2
+MIN_WHOLE = 0.9
+MIN_ADJACENT = 0.8
+RECORDS_MAX = 16
+DEPTH = 40
+
+PROGRAM = r'''
+import time
+
+def leaf(n):
+    s = 0
+    for i in range(n):
+        s += i * i
+    return s
+
+def mid(n):
+    return leaf(n)
+
+def top(n):
+    return mid(n)
+
+def calls():
+    end = time.perf_counter() + 0.6
+    while time.perf_counter() < end:
+        top(2000)
+
+def gen_inner(n):
+    for i in range(n):
+        yield leaf(200)
+
+def gen_outer(n):
+    yield from gen_inner(n)
+
+def generators():
+    end = time.perf_counter() + 0.6
+    while time.perf_counter() < end:
+        for _ in gen_outer(50):
+            pass
+
+def rec(d):
+    if d == 0:
+        return leaf(2000)
+    return rec(d - 1)
+
+def recursion():
+    end = time.perf_counter() + 0.6
+    while time.perf_counter() < end:
+        rec(%(depth)d)
+
+def boom(n):
+    raise ValueError(n)
+
+def mid_raising(n):
+    return boom(n)
+
+def top_raising(n):
+    try:
+        return mid_raising(n)
+    except ValueError:
+        return 0
+
+def after():
+    for i in range(20000):
+        top_raising(i)
+    end = time.perf_counter() + 0.6
+    while time.perf_counter() < end:
+        top(2000)
+
+calls()
+generators()
+recursion()
+after()
+print("done")
+''' % {"depth": DEPTH}
+
+# phase: (hot leaf, its whole Python chain innermost first, up to the phase function)
+PHASES = {
+    "calls": ["leaf", "mid", "top", "calls"],
+    "generators": ["leaf", "gen_inner", "gen_outer", "generators"],
+    "recursion": ["leaf"] + ["rec"] * (DEPTH + 1) + ["recursion"],
+    "after": ["leaf", "mid", "top", "after"],
+}
+
+
+def records_built():
+    return "-DPy_PERF_FRAME_RECORDS" in (sysconfig.get_config_var("CEVAL_FRAME_RECORDS_CFLAGS") or "")
+
+
+def records_expected():
+    """Whether configure should have chosen frame records for this build (patch 31's rule)."""
+    if not hasattr(sys, "_stack_trampoline_backend") or sys.version_info[:2] != (3, 13):
+        return False
+    if platform.machine() != "x86_64" or "GCC" not in sys.version:
+        return False
+    flags = " ".join(str(sysconfig.get_config_var(n) or "") for n in ("CFLAGS", "BASECFLAGS"))
+    if "-fno-omit-frame-pointer" not in flags.split() or "-flto" in (sysconfig.get_config_var("PY_CFLAGS") or ""):
+        return False
+    return "--enable-experimental-jit" not in (sysconfig.get_config_var("CONFIG_ARGS") or "")
+
+
+def analyse(samples):
+    """{phase: (samples with the hot leaf inside it, with its whole chain, with adjacent Python frames)}."""
+    counts = {phase: [0, 0, 0] for phase in PHASES}
+    for _header, stack in samples:
+        syms = [sym.split("+0x")[0] for _ip, sym in stack]
+        py_at = [i for i, s in enumerate(syms) if s.startswith("py::")]
+        names = [syms[i].split(":")[2] for i in py_at]
+        phase = next((p for p in PHASES if p in names), None)
+        if phase is None or not names or names[0] != "leaf":
+            continue
+        counts[phase][0] += 1
+        chain = PHASES[phase]
+        end = names.index(phase) + 1
+        if names[:end] != chain:
+            continue
+        counts[phase][1] += 1
+        gaps = [b - a - 1 for a, b in zip(py_at[:end], py_at[1:end])]
+        if phase == "recursion":
+            # one loop's records hold 16 frames: the next is a C call (trampoline and eval loop between)
+            entries = [g for g in gaps if g]
+            adjacent = len(entries) <= len(gaps) // RECORDS_MAX + 1 and all(g <= 3 for g in entries)
+        else:
+            adjacent = all(g == 0 for g in gaps)
+        counts[phase][2] += adjacent
+    return counts
+
+
+def main():
+    if not records_built():
+        if records_expected():
+            print(f"this build should have perf frame records (x86-64, GCC, frame pointers, no LTO) and has "
+                  f"none: CEVAL_FRAME_RECORDS_CFLAGS={sysconfig.get_config_var('CEVAL_FRAME_RECORDS_CFLAGS')!r}")
+            return 1
+        print("cannot check: this interpreter has no perf frame records (CEVAL_FRAME_RECORDS_CFLAGS="
+              f"{sysconfig.get_config_var('CEVAL_FRAME_RECORDS_CFLAGS')!r})")
+        return CANNOT_CHECK
+    why = frame_pointer_recording_unavailable()
+    if why:
+        print(f"cannot check: {why}")
+        return CANNOT_CHECK
+    workdir = tempfile.mkdtemp()
+    try:
+        rec, data = perf_record_program(workdir, "records.py", PROGRAM, ["-X", "perf"])
+        if rec.returncode != 0 or not os.path.exists(data):
+            print(f"cannot check: perf record failed here ({rec.returncode}): {rec.stderr.strip()[-400:]}")
+            return CANNOT_CHECK
+        if "done" not in rec.stdout:
+            return finish([f"the program did not finish: {rec.stdout.strip()[-300:]} {rec.stderr.strip()[-600:]}"])
+        counts = analyse(perf_script_samples(perf_script_text(data, "ip,sym")))
+        problems = []
+        for phase, (inside, whole, adjacent) in counts.items():
+            print(f"{phase}: {inside} samples in py::leaf, {whole} with the whole chain, "
+                  f"{adjacent} of them with each Python frame directly inside the next")
+            if inside < 100:
+                problems.append(f"{phase}: too few samples in py::leaf ({inside})")
+                continue
+            if whole < MIN_WHOLE * inside:
+                problems.append(f"{phase}: only {whole} of {inside} samples show {' <- '.join(PHASES[phase][:6])}"
+                                f"{' ...' if len(PHASES[phase]) > 6 else ''} whole (at least {MIN_WHOLE:.0%})")
+            elif adjacent < MIN_ADJACENT * whole:
+                problems.append(f"{phase}: only {adjacent} of {whole} whole chains show the Python frames "
+                                f"without an eval-loop frame between them (at least {MIN_ADJACENT:.0%}): the "
+                                "frames were entered by C calls, not frame records")
+        return finish(problems)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
