@@ -207,17 +207,14 @@ TRAMPOLINE_START = "_Py_trampoline_func_start"
 
 
 def frame_pointer_coverage(runner) -> dict:
-    """{binary: {functions, with_frame_pointer, without}} over the interpreter (and libpython where shared):
+    """{binary: {functions, with_frame_pointer, without}} over the interpreter (and libpython where shared),
+    and frame_records: whether its eval loop is built for 3.13's perf frame records;
     every function of .text that calls another (leaf functions keep no frame even with
     -mno-omit-leaf-frame-pointer when they need no stack; .cold parts have no entry), and whether it sets up
     its frame pointer before its first call (shrink-wrapped setups, after a fast path, count)."""
     result = runner.run(["python3", "-c", FRAME_POINTER_PROBE], perf=False)
     assert result.exit_code == 0, result.stderr
-    coverage = json.loads(result.stdout)
-    records = coverage.pop("frame_records")
-    for counts in coverage.values():
-        counts["frame_records"] = records
-    return coverage
+    return json.loads(result.stdout)
 
 
 def test_frame_pointers_in_the_machine_code(cell, runner_for, record_property):
@@ -229,6 +226,7 @@ def test_frame_pointers_in_the_machine_code(cell, runner_for, record_property):
     if "-fno-omit-frame-pointer" not in cell.cflags.split():
         not_applicable("cflag:-fno-omit-frame-pointer", f"{cell.name} is not built with -fno-omit-frame-pointer (CFLAGS: {cell.cflags or 'none'})")
     coverage = frame_pointer_coverage(runner_for(cell, perf=False))
+    frame_records = coverage.pop("frame_records")
     for path, counts in coverage.items():
         record_property(f"frame_pointer_functions {path}", f"{counts['with_frame_pointer']}/{counts['functions']}")
         print(f"{path}: {counts['with_frame_pointer']} of {counts['functions']} non-leaf functions set up a "
@@ -242,7 +240,7 @@ def test_frame_pointers_in_the_machine_code(cell, runner_for, record_property):
             counts["without"].remove(TRAMPOLINE_START)
             record_property("trampoline_frame_record", "missing (as released)")
             print(f"{path}: {TRAMPOLINE_START} calls without a frame record, as released")
-        if counts["frame_records"] and EVAL_LOOP_WITH_RECORDS in counts["without"]:
+        if frame_records and EVAL_LOOP_WITH_RECORDS in counts["without"]:
             assert "_PyEval_EvalFrameDefault" not in counts["without"], (
                 f"{path}: neither the eval loop nor its entry sets up a frame pointer")
             counts["without"].remove(EVAL_LOOP_WITH_RECORDS)

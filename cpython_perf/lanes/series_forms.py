@@ -279,9 +279,10 @@ def build_files_note(series_patches) -> str:
             touched.append((patch.name, [f for f in BUILD_FILES if f in names]))
     if not touched:
         return "No patch touches configure, configure.ac, Makefile.pre.in or any generated file."
-    return "".join(f"{name} changes {', '.join(files)}; its configure hunk is what autoconf makes of its "
-                   "configure.ac hunk, so the spec's `rm configure` + autoconf gives the same build.\n"
-                   for name, files in touched).rstrip("\n")
+    regen = ("; its configure hunk is what autoconf makes of its configure.ac hunk, so the spec's "
+             "`rm configure` + autoconf gives the same build")
+    return "\n".join(f"{name} changes {', '.join(files)}{regen if 'configure.ac' in files else ''}."
+                     for name, files in touched)
 
 
 def fedora_readme(series: VersionSeries, fps: list[FedoraPatch], upstream_version: str | None) -> str:

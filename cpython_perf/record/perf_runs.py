@@ -169,12 +169,10 @@ _FRAME_ALLOC = (
 EVAL_LOOP_BODY = EVAL_FUNCTION + "_records"
 
 
-def objdump_command(binary: str, function: str = EVAL_FUNCTION, also: tuple[str, ...] = ()) -> str:
-    """Shell command printing the first 80 instructions of function in binary, and of each function of
-    also that the binary has."""
-    names = "|".join(re.escape(f) for f in (function, *also))
+def objdump_command(binary: str, function: str = EVAL_FUNCTION) -> str:
+    """Shell command printing the first 80 instructions of function in binary (none of the next function)."""
     return (f"objdump -d --no-show-raw-insn {shlex.quote(binary)} "
-            f"| awk '/^[0-9a-f]+ <({names})>:/{{f=1; n=0; print; next}} "
+            f"| awk '/^[0-9a-f]+ <{re.escape(function)}>:/{{f=1; n=0; print; next}} "
             f"/^[0-9a-f]+ <.*>:/{{f=0}} f{{print; if (++n > 80) f=0}}'")
 
 
