@@ -198,8 +198,9 @@ for path in files:
 result["frame_records"] = "-DPy_PERF_FRAME_RECORDS" in (sysconfig.get_config_var("CEVAL_FRAME_RECORDS_CFLAGS") or "")
 print(json.dumps(result))
 """
-# 3.13's frame records (patch 31): the eval loop keeps %rbp for the records it writes and is built without
-# a frame pointer; its assembly entry, _PyEval_EvalFrameDefault, builds the frame record in its place
+# Frame records (3.13's patch 31, 3.11's patch 9): the eval loop keeps %rbp for the records it writes and
+# is built without a frame pointer; its assembly entry, _PyEval_EvalFrameDefault, builds the frame record
+# in its place
 EVAL_LOOP_WITH_RECORDS = "_PyEval_EvalFrameDefault_records"
 
 
@@ -208,7 +209,7 @@ TRAMPOLINE_START = "_Py_trampoline_func_start"
 
 def frame_pointer_coverage(runner) -> dict:
     """{binary: {functions, with_frame_pointer, without}} over the interpreter (and libpython where shared),
-    and frame_records: whether its eval loop is built for 3.13's perf frame records;
+    and frame_records: whether its eval loop is built for perf frame records;
     every function of .text that calls another (leaf functions keep no frame even with
     -mno-omit-leaf-frame-pointer when they need no stack; .cold parts have no entry), and whether it sets up
     its frame pointer before its first call (shrink-wrapped setups, after a fast path, count)."""

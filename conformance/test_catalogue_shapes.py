@@ -189,8 +189,7 @@ def _level_symbols(samples, rec: str) -> list[str]:
 
 def _frame_bytes(disassembly: str) -> int:
     """Stack bytes of one call of a function: return address + pushes + its `sub ..,%rsp` (one made before
-    any branch: the eval loop's assembly entry makes room for frame records only while they are written,
-    not under perf_jit)."""
+    any call, jump or return: what runs on every call)."""
     pushes = 0
     for line in disassembly.splitlines():
         if "\tpush " in line or " push " in line:

@@ -46,6 +46,9 @@
     .text
     .p2align 4
     .globl  _Py_trampoline_func_start
+    /* Where the call returns: the return address the eval loop's frame
+       records name a frame by (pycore_perf_trampoline.h). */
+    .globl  _Py_trampoline_func_return
 _Py_trampoline_func_start:
 #if defined(__x86_64__)
 #if defined(__CET__) && (__CET__ & 1)
@@ -54,6 +57,7 @@ _Py_trampoline_func_start:
     push    %rbp
     mov     %rsp, %rbp
     call    *%rcx
+_Py_trampoline_func_return:
     pop     %rbp
     ret
 #elif defined(__aarch64__) && defined(__AARCH64EL__) && !defined(__ILP32__)
@@ -67,6 +71,7 @@ _Py_trampoline_func_start:
     stp     x29, x30, [sp, #-16]!
     mov     x29, sp
     blr     x3
+_Py_trampoline_func_return:
     ldp     x29, x30, [sp], #16
 #if PY_TRAMPOLINE_PAC
     hint    #29             /* autiasp: authenticate x30 (SP is as at entry) */

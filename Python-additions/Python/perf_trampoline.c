@@ -511,6 +511,10 @@ perf_map_after_fork_child(void)
    installed or removed.  Defined on every platform: the eval loop reads it. */
 _PyFrameEvalFunction _PyPerf_TrampolineEvalFrame = NULL;
 
+/* What the eval loop's frame records may name (pycore_perf_trampoline.h):
+   nothing until refresh_frame_records() says so. */
+_PyPerf_FrameRecordState _PyPerf_FrameRecords = {.index = -1, .gen = 0};
+
 #ifdef PY_HAVE_PERF_TRAMPOLINE
 
 #include <sys/mman.h>                 // mmap(), mprotect()
@@ -679,6 +683,7 @@ typedef PyObject *(*py_trampoline)(PyThreadState *, _PyPerf_Frame *, int,
 
 extern char _Py_trampoline_func_start[];   // Python/asm_trampoline.S
 extern char _Py_trampoline_func_end[];
+extern char _Py_trampoline_func_return[];  // where its call returns
 
 typedef enum {
     PERF_STATUS_FAILED = -1,
@@ -712,6 +717,18 @@ typedef struct code_entry {
     unsigned int published[N_OUTPUTS];
     struct code_entry *next_free;   // next in perf.free_slots
 } code_entry_t;
+
+/* The eval loop reads an entry's first members (_PyPerf_EntryHead). */
+typedef char perf_entry_head_trampoline[
+    offsetof(code_entry_t, trampoline)
+    == offsetof(_PyPerf_EntryHead, trampoline) ? 1 : -1];
+typedef char perf_entry_head_chunk_size[
+    offsetof(code_entry_t, chunk_size)
+    == offsetof(_PyPerf_EntryHead, chunk_size) ? 1 : -1];
+typedef char perf_entry_head_published_map[
+    offsetof(code_entry_t, published)
+    + OUTPUT_PERF_MAP * sizeof(unsigned int)
+    == offsetof(_PyPerf_EntryHead, published_map) ? 1 : -1];
 
 typedef struct code_arena {
     char *start_addr;         // start of the mapping
@@ -758,15 +775,57 @@ static struct {
     // (active, with no evaluator found at activation to run), -1 otherwise:
     // one load tells the evaluator both, and a negative index finds no entry.
     Py_ssize_t fast_index;
+    // The eval loop the trampolines call while no evaluator found at
+    // activation is to run: _PyEval_EvalFrameDefault, or its entry with room
+    // for frame records while records may be written (refresh_frame_records).
+    _PyFrameEvalFunction fast_loop;
 } perf = {
     .status = PERF_STATUS_NO_INIT,
     .extra_code_index = -1,
     .fast_index = -1,
+    .fast_loop = _PyEval_EvalFrameDefault,
     .output_pid = {-1, -1, -1},
 };
 
 static PyObject *py_trampoline_evaluator(PyThreadState *, _PyPerf_Frame *,
                                          int);
+
+/* Whether a trampoline's call returns where the eval loop's frame records
+   say it does (_PyPerf_TRAMPOLINE_RETURN_OFFSET): no records otherwise. */
+static int
+frame_records_match_trampoline(void)
+{
+#ifdef _PyPerf_TRAMPOLINE_RETURN_OFFSET
+    // Two labels of one assembly function, declared as distinct objects:
+    // hidden from the optimizer, which would take their distance for
+    // undefined.
+    uintptr_t start = (uintptr_t)_Py_trampoline_func_start;
+    uintptr_t ret = (uintptr_t)_Py_trampoline_func_return;
+    __asm__("" : "+r"(start), "+r"(ret));
+    return ret - start == _PyPerf_TRAMPOLINE_RETURN_OFFSET;
+#else
+    return 0;
+#endif
+}
+
+/* Tell the eval loop's frame records what they may name, and choose the
+   loop's entry the trampolines call: wherever the evaluator's fast path
+   (perf.fast_index), the output in use or the perf map's generation
+   changes.  Records only name trampolines published to the perf map. */
+static void
+refresh_frame_records(void)
+{
+    _PyFrameEvalFunction records_loop = NULL;
+#ifdef _PyPerf_HAVE_FRAME_RECORDS_EVAL
+    records_loop = _PyPerf_FrameRecordsEval;
+#endif
+    int on = records_loop != NULL && perf.fast_index >= 0
+             && perf.output == OUTPUT_PERF_MAP
+             && frame_records_match_trampoline();
+    _PyPerf_FrameRecords.gen = perf.output_gen[OUTPUT_PERF_MAP];
+    _PyPerf_FrameRecords.index = on ? perf.fast_index : -1;
+    perf.fast_loop = on ? records_loop : _PyEval_EvalFrameDefault;
+}
 
 /* Take the trampoline's evaluator out of interp: put back the one it
    replaced (the default evaluator if none).  If another evaluator was
@@ -787,6 +846,7 @@ remove_trampoline_evaluator(PyInterpreterState *interp)
     }
     _PyPerf_TrampolineEvalFrame = NULL;
     perf.fast_index = -1;
+    refresh_frame_records();
 }
 
 /* Set an OSError (PermissionError for EACCES, ...) naming what failed. */
@@ -1212,7 +1272,7 @@ py_trampoline_evaluator_slow(PyThreadState *ts, _PyPerf_Frame *frame,
                              int throwflag)
 {
     _PyFrameEvalFunction next = perf.prev_eval != NULL
-                                ? perf.prev_eval : _PyEval_EvalFrameDefault;
+                                ? perf.prev_eval : perf.fast_loop;
     if (perf.status == PERF_STATUS_OK) {
         py_trampoline f = get_trampoline(_PyPerf_FRAME_CODE(frame));
         if (f != NULL) {
@@ -1233,8 +1293,7 @@ py_trampoline_evaluator(PyThreadState *ts, _PyPerf_Frame *frame, int throwflag)
     if (entry != NULL
         && entry->published[perf.output] == perf.output_gen[perf.output])
     {
-        return entry->trampoline(ts, frame, throwflag,
-                                 _PyEval_EvalFrameDefault);
+        return entry->trampoline(ts, frame, throwflag, perf.fast_loop);
     }
     return py_trampoline_evaluator_slow(ts, frame, throwflag);
 }
@@ -1336,6 +1395,7 @@ start_backend(void)
         perf.output_gen[perf.output]++;
         perf.output_pid[perf.output] = pid;
     }
+    refresh_frame_records();
     return 0;
 }
 
@@ -1469,6 +1529,7 @@ _PyPerfTrampoline_Init(int activate)
     _PyPerf_TrampolineEvalFrame = perf.prev_eval == NULL
                                   ? py_trampoline_evaluator : NULL;
     perf.fast_index = perf.prev_eval == NULL ? perf.extra_code_index : -1;
+    refresh_frame_records();
 #endif
     return 0;
 }

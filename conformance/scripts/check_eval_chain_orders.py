@@ -35,7 +35,7 @@ finalization runs too).  Then a function is called, and must hold:
     frames on).  A frame runs through a trampoline when the C stack under it
     has a return address in no loaded object (backtrace() and dladdr(): the
     trampolines live in anonymous executable memory), or, in a build with
-    frame records (3.13's patch 31, which runs the frame inline and names it
+    frame records (3.13's patch 31, 3.11's patch 9: the frame runs inline, named
     by its trampoline's return address), when the frame-pointer chain has.
 
 Exit 2 (cannot check) where the extension does not build or the
@@ -164,7 +164,7 @@ top(PyObject *self, PyObject *unused)
 
 /* The first return address outside every loaded object in the frame-
    pointer chain above this function (what perf -g walks), within this
-   thread's stack, or 0: the eval loop's frame records (3.13's patch 31) name
+   thread's stack, or 0: the eval loop's frame records (3.13's patch 31, 3.11's 9) name
    a Python frame it runs inline by its trampoline's return address, with no
    C call.  Only asked in a build with frame records, where every frame
    keeps %rbp. */
@@ -267,7 +267,7 @@ def gen(n):
     for i in range(n):
         yield f(i)
 
-# 3.13's frame records (patch 31): a frame run inline is shown by a record, not by a C frame
+# frame records (3.13's patch 31, 3.11's patch 9): a frame run inline is shown by a record, not by a C frame
 FRAME_RECORDS = "-DPy_PERF_FRAME_RECORDS" in (sysconfig.get_config_var("CEVAL_FRAME_RECORDS_CFLAGS") or "")
 
 def via_trampoline():

@@ -3,8 +3,8 @@
 # records: perf
 """Under -X perf, Python frames run inline are shown to perf by frame records, in order, and only them.
 
-In an x86-64 GCC build with frame pointers (3.13's patch 31; sysconfig's
-CEVAL_FRAME_RECORDS_CFLAGS), the eval loop runs a frame pushed under the
+In an x86-64 GCC build with frame pointers (3.13's patch 31, 3.11's patch 9;
+sysconfig's CEVAL_FRAME_RECORDS_CFLAGS), the eval loop runs a frame pushed under the
 trampoline inline and writes a frame record naming the frame's trampoline:
 perf's frame-pointer walk then sees py::callee directly inside py::caller,
 with no eval-loop frame between them.  Recorded with real perf (`perf record
@@ -25,12 +25,15 @@ with no other Python frame inside it (the recursion: 41 py::rec frames below
 py::recursion); in the calls and generator phases, at least 80% of those show
 each Python frame directly inside the next (records, not a C call per
 frame); in the recursion phase, an eval-loop frame at least every 16 py::rec
-frames is allowed (and, in 3.13's free-threaded build, which does not
-specialize FOR_ITER, one between gen_outer and its consumer: next() from C).
+frames is allowed; where a generator is resumed from C whatever the
+records, an eval-loop frame there is allowed too: in 3.11, which resumes
+every generator from C (gen_send_ex()), between gen_inner and gen_outer and
+between gen_outer and its consumer; in 3.13's free-threaded build, which
+does not specialize FOR_ITER, between gen_outer and its consumer.
 Exit 2 (cannot check) where the interpreter has no frame
 records (not an x86-64 GCC frame-pointer build of the series, or LTO) and
 where perf cannot record; fails where the build should have them (the
-series' 3.13, x86-64, GCC, frame pointers, no LTO) and has not.
+series' 3.13 or 3.11, x86-64, GCC, frame pointers, no LTO) and has not.
 """
 import os
 import platform
@@ -45,9 +48,16 @@ CANNOT_CHECK = 2
 MIN_WHOLE = 0.9
 MIN_ADJACENT = 0.8
 RECORDS_MAX = 16
-# 3.13's free-threaded build does not specialize: a `for` over a generator is FOR_ITER calling the
-# generator's tp_iternext from C (a new eval loop, entered through the trampoline), not FOR_ITER_GEN
-UNSPECIALIZED = sys.version_info[:2] == (3, 13) and bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+# The gaps of the generator chain [leaf, gen_inner, gen_outer, generators] that are a C call whatever the
+# records (a new eval loop, entered through the trampoline): 3.11 resumes every generator from C
+# (gen_send_ex(), for `yield from` and for `for` alike); 3.13's free-threaded build does not specialize, so
+# a `for` over a generator is FOR_ITER calling its tp_iternext, not FOR_ITER_GEN.
+if sys.version_info[:2] == (3, 11):
+    GENERATOR_C_RESUMPTIONS = {1, 2}
+elif sys.version_info[:2] == (3, 13) and sysconfig.get_config_var("Py_GIL_DISABLED"):
+    GENERATOR_C_RESUMPTIONS = {2}
+else:
+    GENERATOR_C_RESUMPTIONS = set()
 DEPTH = 40
 
 PROGRAM = r'''
@@ -133,8 +143,8 @@ def records_built():
 
 
 def records_expected():
-    """Whether configure should have chosen frame records for this build (patch 31's rule)."""
-    if not hasattr(sys, "_stack_trampoline_backend") or sys.version_info[:2] != (3, 13):
+    """Whether configure should have chosen frame records for this build (the series' rule)."""
+    if not hasattr(sys, "_stack_trampoline_backend") or sys.version_info[:2] not in ((3, 11), (3, 13)):
         return False
     if platform.machine() != "x86_64" or "GCC" not in sys.version:
         return False
@@ -166,8 +176,7 @@ def analyse(samples):
             entries = [g for g in gaps if g]
             adjacent = len(entries) <= len(gaps) // RECORDS_MAX + 1 and all(g <= 3 for g in entries)
         else:
-            # the consumer's `for` over gen_outer: a C call (tp_iternext) where FOR_ITER is not specialized
-            allowed = {2} if phase == "generators" and UNSPECIALIZED else set()
+            allowed = GENERATOR_C_RESUMPTIONS if phase == "generators" else set()
             adjacent = all(g == 0 for i, g in enumerate(gaps) if i not in allowed)
         counts[phase][2] += adjacent
     return counts

@@ -165,7 +165,8 @@ _FRAME_ALLOC = (
 )
 
 
-# The loop behind _PyEval_EvalFrameDefault where that is an assembly entry (3.13's perf frame records)
+# The loop behind _PyEval_EvalFrameDefault where that is an assembly entry (the perf frame records of
+# the 3.13 and 3.11 series)
 EVAL_LOOP_BODY = EVAL_FUNCTION + "_records"
 
 
@@ -178,8 +179,8 @@ def objdump_command(binary: str, function: str = EVAL_FUNCTION) -> str:
 
 def eval_loop_objdump_command(binary: str) -> str:
     """Shell command printing the first 80 instructions of the eval loop: _PyEval_EvalFrameDefault, or the
-    loop behind it where that is only an entry (whose own `sub ..., sp` makes room for frame records only
-    while they may be written: not the loop's frame)."""
+    loop behind it where that is only an assembly entry (perf frame records: the entries' frames are not
+    the loop's)."""
     return (f"objdump -d --no-show-raw-insn {shlex.quote(binary)} "
             f"| awk '/^[0-9a-f]+ <{EVAL_FUNCTION}>:/{{f=1; n=0; next}} "
             f"/^[0-9a-f]+ <{EVAL_LOOP_BODY}>:/{{f=2; n=0; next}} /^[0-9a-f]+ <.*>:/{{f=0}} "

@@ -110,9 +110,9 @@ def test_frame_allocation_from_disassembly():
 
 
 def test_eval_loop_frame_behind_an_assembly_entry(tmp_path):
-    """Where _PyEval_EvalFrameDefault is an assembly entry (3.13's perf frame records: its `sub` makes room
-    for the records), the loop's frame is the one of _PyEval_EvalFrameDefault_records; the functions after
-    either are not read; without the entry, _PyEval_EvalFrameDefault's own."""
+    """Where _PyEval_EvalFrameDefault is an assembly entry (perf frame records; an entry's own `sub` makes
+    room for the records), the loop's frame is the one of _PyEval_EvalFrameDefault_records; the functions
+    after either are not read; without the entry, _PyEval_EvalFrameDefault's own."""
     import subprocess
     listing = tmp_path / "objdump.txt"
     listing.write_text(

@@ -104,6 +104,60 @@ _PyPerf_EvalLoopMayPushFrame(PyInterpreterState *interp)
 }
 #endif
 
+/* Perf frame records (3.11's Python/ceval.c built with Py_PERF_FRAME_RECORDS,
+ * patches/3.11): the eval loop names a Python frame it runs inline under the
+ * trampoline's evaluator by a frame record {previous record, the address the
+ * frame's trampoline returns to}, instead of calling the trampoline.  What
+ * it reads for that, set by Python/perf_trampoline.c under the GIL:
+ *   index  the code entries' co_extra index while a record may be written
+ *          (the trampoline's evaluator is on with no other evaluator to run,
+ *          and the backend in use writes the perf map), -1 otherwise: perf
+ *          map entries name the records, and perf_jit's jitdump describes
+ *          real frames, which keep their C call;
+ *   gen    the perf map's generation: a code object's trampoline is in the
+ *          map when its entry's published_map equals it.
+ * Hidden: the eval loop reads it for every frame it pushes, without a GOT
+ * load in a shared libpython. */
+typedef struct {
+    Py_ssize_t index;
+    unsigned int gen;
+} _PyPerf_FrameRecordState;
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((visibility("hidden")))
+#endif
+extern _PyPerf_FrameRecordState _PyPerf_FrameRecords;
+
+#if PY_VERSION_HEX >= 0x030B0000
+/* The entry of 3.11's eval loop with room for frame records (Python/ceval.c),
+ * which the trampolines call instead of _PyEval_EvalFrameDefault while
+ * records may be written; NULL where ceval.c is built without them.  3.9's
+ * eval loop pushes no frame itself and has none. */
+#  define _PyPerf_HAVE_FRAME_RECORDS_EVAL 1
+#  if defined(__GNUC__) || defined(__clang__)
+__attribute__((visibility("hidden")))
+#  endif
+extern _PyFrameEvalFunction _PyPerf_FrameRecordsEval;
+#endif
+
+/* The first members of a code object's entry (perf_trampoline.c's
+ * code_entry_t, which checks the layout). */
+typedef struct {
+    void *trampoline;
+    size_t chunk_size;
+    unsigned int published_map;
+} _PyPerf_EntryHead;
+
+/* Where in a trampoline its call returns to (Python/asm_trampoline.S,
+ * _Py_trampoline_func_return; perf_trampoline.c writes no records unless
+ * they agree): [endbr64,] push %rbp, mov %rsp,%rbp, call *%rcx. */
+#if defined(__x86_64__)
+#  if defined(__CET__) && (__CET__ & 1)
+#    define _PyPerf_TRAMPOLINE_RETURN_OFFSET 10
+#  else
+#    define _PyPerf_TRAMPOLINE_RETURN_OFFSET 6
+#  endif
+#endif
+
 /* ---- backends --------------------------------------------------------- */
 
 /* Same shape as upstream's _PyPerf_Callbacks.  init_state returns NULL with
