@@ -56,6 +56,7 @@
 #  include <sys/stat.h>               // fstat()
 #  include <unistd.h>                 // getpid()
 #endif
+#include <stddef.h>                   // offsetof()
 #include <stdio.h>
 #include <string.h>
 
