@@ -19,12 +19,12 @@ and with nothing between them.  Exit 2 (cannot check) without perf and where
 the interpreter is not built with frame pointers (perf -g cannot walk its
 stack).
 """
-import os
 import shutil
 import sys
 import tempfile
 
-from childcheck import finish, frame_pointer_recording_unavailable, perf_record_program, perf_script_samples, perf_script_text
+from childcheck import (finish, frame_pointer_recording_unavailable, perf_record_failure, perf_record_program,
+                        perf_script_samples, perf_script_text)
 
 CANNOT_CHECK = 2
 MIN_FRACTION = 0.8
@@ -245,8 +245,9 @@ def main():
         try:
             program = PROGRAM.replace("sys.argv[1]", repr(argv))
             rec, data = perf_record_program(workdir, "fast_paths.py", program, python_args)
-            if rec.returncode != 0 or not os.path.exists(data):
-                print(f"cannot check: perf record failed here ({rec.returncode}): {rec.stderr.strip()[-400:]}")
+            failed = perf_record_failure(rec, data)
+            if failed:
+                print(f"cannot check: {failed}")
                 return CANNOT_CHECK
             if "ran" not in rec.stdout:
                 problems.append(f"{label}: the program did not finish: {rec.stdout.strip()[-300:]} "

@@ -22,8 +22,8 @@ import shutil
 import sys
 import tempfile
 
-from childcheck import (finish, frame_pointer_recording_unavailable, perf_record_program, perf_script_samples,
-                        perf_script_text)
+from childcheck import (finish, frame_pointer_recording_unavailable, perf_record_failure, perf_record_program,
+                        perf_script_samples, perf_script_text)
 
 CANNOT_CHECK = 2
 
@@ -69,8 +69,9 @@ def main():
         if rec.returncode == 3:
             print(f"cannot check: {rec.stdout.strip()}")
             return CANNOT_CHECK
-        if rec.returncode != 0 or not os.path.exists(data):
-            print(f"cannot check: perf record failed here ({rec.returncode}): {rec.stderr.strip()[-400:]}")
+        failed = perf_record_failure(rec, data)
+        if failed:
+            print(f"cannot check: {failed}")
             return CANNOT_CHECK
         found = re.search(r"parent (\d+) children ((?:\d+ ?)+)", rec.stdout)
         if found is None:

@@ -35,14 +35,14 @@ records (not an x86-64 GCC frame-pointer build of the series, or LTO) and
 where perf cannot record; fails where the build should have them (the
 series' 3.13 or 3.11, x86-64, GCC, frame pointers, no LTO) and has not.
 """
-import os
 import platform
 import shutil
 import sys
 import sysconfig
 import tempfile
 
-from childcheck import finish, frame_pointer_recording_unavailable, perf_record_program, perf_script_samples, perf_script_text
+from childcheck import (finish, frame_pointer_recording_unavailable, perf_record_failure, perf_record_program,
+                        perf_script_samples, perf_script_text)
 
 CANNOT_CHECK = 2
 MIN_WHOLE = 0.9
@@ -198,8 +198,9 @@ def main():
     workdir = tempfile.mkdtemp()
     try:
         rec, data = perf_record_program(workdir, "records.py", PROGRAM, ["-X", "perf"])
-        if rec.returncode != 0 or not os.path.exists(data):
-            print(f"cannot check: perf record failed here ({rec.returncode}): {rec.stderr.strip()[-400:]}")
+        failed = perf_record_failure(rec, data)
+        if failed:
+            print(f"cannot check: {failed}")
             return CANNOT_CHECK
         if "done" not in rec.stdout:
             return finish([f"the program did not finish: {rec.stdout.strip()[-300:]} {rec.stderr.strip()[-600:]}"])

@@ -26,7 +26,8 @@ import sys
 import sysconfig
 import tempfile
 
-from childcheck import finish, frame_pointer_recording_unavailable, perf_record_program, perf_script_samples, perf_script_text
+from childcheck import (finish, frame_pointer_recording_unavailable, perf_record_failure, perf_record_program,
+                        perf_script_samples, perf_script_text)
 
 CANNOT_CHECK = 2
 MIN_FRACTION = 0.8
@@ -90,12 +91,12 @@ def main():
         for name in SHAPE_FILES:
             shutil.copy(os.path.join(os.path.dirname(os.path.abspath(__file__)), name), workdir)
         rec, data = perf_record_program(workdir, "instantiate.py", PROGRAM, ["-X", "perf"])
-        if rec.returncode != 0 or not os.path.exists(data):
+        failed = perf_record_failure(rec, data)
+        if failed:
             if problems or recorder is not None:
-                print(f"perf recording not checked: perf record failed here ({rec.returncode}): "
-                      f"{rec.stderr.strip()[-400:]}")
+                print(f"perf recording not checked: {failed}")
                 return finish(problems)
-            print(f"cannot check: perf record failed here ({rec.returncode}): {rec.stderr.strip()[-400:]}")
+            print(f"cannot check: {failed}")
             return CANNOT_CHECK
         if "made" not in rec.stdout:
             problems.append(f"the program did not finish: {rec.stdout.strip()[-300:]} {rec.stderr.strip()[-600:]}")

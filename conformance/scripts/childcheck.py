@@ -291,6 +291,14 @@ def perf_record_program(workdir, name, program, python_args=()):
     return rec, data
 
 
+def perf_record_failure(rec, data):
+    """Why a perf_record_program() run gave nothing to check (for a "cannot check" line), or None: perf
+    exited 0 and wrote its data."""
+    if rec.returncode != 0 or not os.path.exists(data):
+        return f"perf record failed here ({rec.returncode}): {rec.stderr.strip()[-400:]}"
+    return None
+
+
 def perf_script_text(data, fields):
     """`perf script` of a recording, with these fields (e.g. "pid,ip,sym")."""
     return subprocess.run(["perf", "script", "-i", data, "-F", fields], capture_output=True, text=True,
