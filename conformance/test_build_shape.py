@@ -144,6 +144,136 @@ def test_branch_protection_kept(cell, runner_for, record_property):
 
 
 # --------------------------------------------------------------------------
+# Control-flow protection on x86-64 (-fcf-protection): the GNU property note
+# "x86 feature: IBT, SHSTK" of every object, and endbr64 where hand-written
+# assembly is entered by an indirect call
+
+# "Properties: x86 feature: IBT, SHSTK" (readelf -n -W; the ISA properties may share the line)
+_X86_FEATURE = re.compile(r"x86 feature: ([A-Z0-9_, ]+)")
+
+
+def cf_protection_features(cflags: str) -> set[str]:
+    """The x86 feature properties (readelf's names) that -fcf-protection in cflags asks for: the last such
+    option counts; bare -fcf-protection is "full", branch protection (IBT) and return protection (SHSTK)."""
+    value = None
+    for flag in cflags.split():
+        if flag == "-fcf-protection":
+            value = "full"
+        elif flag.startswith("-fcf-protection="):
+            value = flag.split("=", 1)[1]
+    return {"full": {"IBT", "SHSTK"}, "branch": {"IBT"}, "return": {"SHSTK"}}.get(value, set())
+
+
+def x86_features(readelf_output: str) -> set[str] | None:
+    """The features of readelf -n's "x86 feature: IBT, SHSTK" property; None without one."""
+    found = _X86_FEATURE.findall(readelf_output)
+    if not found:
+        return None
+    assert len(found) == 1, f"more than one x86 feature property: {found}"
+    return {f.strip() for f in found[0].split(",") if f.strip()}
+
+
+# The objects whose code is written by hand (the trampoline, the loop's assembly entries of the frame
+# records) or that generate code at run time, as the cell's own Makefile compiles them
+CF_PROTECTION_OBJECTS = ["Python/asm_trampoline.o", "Python/ceval.o", "Python/perf_trampoline.o",
+                         "Python/perf_jit_trampoline.o"]
+# The C library's start files, linked into every program: the linker ANDs their properties in too
+C_START_FILES = ["/usr/lib/x86_64-linux-gnu/Scrt1.o", "/usr/lib/x86_64-linux-gnu/crti.o",
+                 "/usr/lib/x86_64-linux-gnu/crtn.o"]
+# Entries in hand-written assembly that C reaches through a function pointer: under IBT each must begin
+# with endbr64 (the trampoline is called through the code object's entry; the loop's entries, with frame
+# records, are the interpreter's evaluator and the one the trampolines are given)
+ASSEMBLY_ENTRIES = ["_Py_trampoline_func_start", "_PyEval_EvalFrameDefault", "_PyEval_EvalFrameRecords"]
+FRAME_RECORDS_PROBE = ("import sysconfig; "
+                       "print('-DPy_PERF_FRAME_RECORDS' in (sysconfig.get_config_var('CEVAL_FRAME_RECORDS_CFLAGS') or ''))")
+
+
+def _needs_cf_protection(cell) -> set[str]:
+    expected = cf_protection_features(cell.cflags)
+    if not expected:
+        not_applicable("cflag:-fcf-protection", f"{cell.name} is not built with -fcf-protection (CFLAGS: {cell.cflags or 'none'})")
+    return expected
+
+
+def test_cf_protection_in_every_object_of_ours(cell, runner_for, record_property):
+    """Built with -fcf-protection, the objects with hand-written or run-time code carry the IBT and SHSTK
+    properties: the linker ANDs them over every object, so one object without them (an assembly file
+    without its note) leaves the whole interpreter unmarked, and the kernel then runs it without shadow
+    stacks.  The objects are compiled again in the image's built tree by its own Makefile (the image keeps
+    the tree, not its object files)."""
+    expected = _needs_cf_protection(cell)
+    tree = f"/usr/src/{cell.recipe.srcdir}"
+    script = (f"cd {tree} && make {' '.join(CF_PROTECTION_OBJECTS)} >/tmp/make.log 2>&1 || {{ tail -30 /tmp/make.log; exit 1; }}; "
+              + "; ".join(f"echo '== {o}'; readelf -n -W {o}" for o in CF_PROTECTION_OBJECTS))
+    result = runner_for(cell, perf=False).run(["sh", "-c", script], perf=False)
+    assert result.exit_code == 0, f"make {' '.join(CF_PROTECTION_OBJECTS)} in {tree}: {result.stdout[-2000:]}{result.stderr[-2000:]}"
+    sections = re.split(r"^== (\S+)\n", result.stdout, flags=re.M)[1:]
+    found = {path: x86_features(text) for path, text in zip(sections[::2], sections[1::2])}
+    assert set(found) == set(CF_PROTECTION_OBJECTS), f"readelf output for {sorted(found)}, expected {CF_PROTECTION_OBJECTS}"
+    for path, features in found.items():
+        record_property(f"x86_feature {path}", ", ".join(sorted(features or ())) or "none")
+        print(f"{path}: x86 feature: {', '.join(sorted(features)) if features else '(no property)'}")
+    missing = {path: sorted(expected - (features or set())) for path, features in found.items() if not expected <= (features or set())}
+    assert not missing, f"objects without the x86 feature properties -fcf-protection asks for: {missing}"
+
+
+def test_cf_protection_kept_in_the_interpreter(cell, runner_for, record_property):
+    """The linked interpreter (and libpython, where shared) keeps IBT and SHSTK.  Where the C library's
+    own start files carry no such property (Debian trixie's: no program linked there is marked, /bin/ls
+    included), the link cannot keep it, and the test says so as not applicable; the objects of ours are
+    checked by test_cf_protection_in_every_object_of_ours either way."""
+    expected = _needs_cf_protection(cell)
+    runner = runner_for(cell, perf=False)
+    libc = {}
+    for path in C_START_FILES:
+        out = runner.run(["readelf", "-n", "-W", path], perf=False)
+        assert out.exit_code == 0, f"readelf -n {path}: {out.stderr}"
+        libc[path] = x86_features(out.stdout) or set()
+    unmarked = [path for path, features in libc.items() if not expected <= features]
+    if unmarked:
+        not_applicable("libc:cf-protection", f"the C library's start files of {cell.name}'s base image carry no "
+                       f"{', '.join(sorted(expected))} property ({', '.join(unmarked)}): no program linked there is marked")
+    result = runner.run(["python3", "-c", BINARIES_PROBE], perf=False)
+    assert result.exit_code == 0, result.stderr
+    for path in json.loads(result.stdout):
+        out = runner.run(["readelf", "-n", "-W", path], perf=False)
+        assert out.exit_code == 0, f"readelf -n {path}: {out.stderr}"
+        features = x86_features(out.stdout)
+        record_property(f"x86_feature {path}", ", ".join(sorted(features or ())) or "none")
+        assert features is not None and expected <= features, (
+            f"{path}: x86 feature: {', '.join(sorted(features or ())) or 'none'}; expected {', '.join(sorted(expected))}")
+
+
+def test_cf_protection_landing_pads_of_assembly_entries(cell, runner_for, record_property):
+    """Built with -fcf-protection=full or =branch, every entry in hand-written assembly that the interpreter
+    has (the trampoline; with frame records the loop's two entries) begins with endbr64, where an indirect
+    call must land under IBT; the compiler adds it to C functions, nothing adds it to assembly."""
+    if "IBT" not in _needs_cf_protection(cell):
+        not_applicable("cflag:-fcf-protection=branch", f"{cell.name} is built without branch protection (CFLAGS: {cell.cflags})")
+    runner = runner_for(cell, perf=False)
+    result = runner.run(["python3", "-c", BINARIES_PROBE], perf=False)
+    assert result.exit_code == 0, result.stderr
+    seen = {}
+    for path in json.loads(result.stdout):
+        for name in ASSEMBLY_ENTRIES:
+            out = runner.run(["objdump", "-d", "--no-show-raw-insn", f"--disassemble={name}", path], perf=False)
+            assert out.exit_code == 0, f"objdump {path}: {out.stderr}"
+            m = re.search(rf"^[0-9a-f]+ <{re.escape(name)}>:\n\s*[0-9a-f]+:\s+(\S+)", out.stdout, re.M)
+            if m:
+                seen[name] = m.group(1)
+    record_property("assembly_entries", json.dumps(seen))
+    print(f"first instructions: {seen}")
+    assert "_Py_trampoline_func_start" in seen, f"no _Py_trampoline_func_start in the interpreter: {seen}"
+    frame_records = runner.run(["python3", "-c", FRAME_RECORDS_PROBE], perf=False)
+    assert frame_records.exit_code == 0, frame_records.stderr
+    if frame_records.stdout.strip() == "True":
+        assert {"_PyEval_EvalFrameDefault", "_PyEval_EvalFrameRecords"} <= set(seen), (
+            f"a build with frame records lacks the loop's assembly entries: {seen}")
+    wrong = {name: first for name, first in seen.items() if first != "endbr64"}
+    assert not wrong, f"assembly entries that do not begin with endbr64: {wrong}"
+
+
+# --------------------------------------------------------------------------
 # Frame pointers in the machine code, not only in the flags: PGO and LTO
 # (the distro variant) recompile every function at link time, and a flag the
 # link step does not carry would be lost there without sysconfig showing it.

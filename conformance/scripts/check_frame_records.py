@@ -18,6 +18,12 @@ with no eval-loop frame between them.  Recorded with real perf (`perf record
               top thousands of times (exceptions unwinding through frames
               with records): a record left behind would show a frame that
               is not there, one dropped too early would hide one.
+  signals     a Python signal handler (SIGALRM, every 2 ms) that runs
+              handler_work -> leaf on top of sig_top -> sig_mid -> spin,
+              which the eval loop interrupts between two instructions of
+              spin, a frame shown by its record: the handler's frames (a
+              C call, through the trampoline, into a loop of their own)
+              stand on that record, whose frames must all still be there.
 
 Must hold, for the samples whose leaf Python frame is the phase's hot
 function: at least 90% show the phase's whole Python chain, innermost first,
@@ -25,7 +31,8 @@ with no other Python frame inside it (the recursion: 41 py::rec frames below
 py::recursion); in the calls and generator phases, at least 80% of those show
 each Python frame directly inside the next (records, not a C call per
 frame); in the recursion phase, an eval-loop frame at least every 16 py::rec
-frames is allowed; where a generator is resumed from C whatever the
+frames is allowed; between the signal handler and the frame it
+interrupted, the C that runs the handler is allowed; where a generator is resumed from C whatever the
 records, an eval-loop frame there is allowed too: in 3.11, which resumes
 every generator from C (gen_send_ex()), between gen_inner and gen_outer and
 between gen_outer and its consumer; in 3.13's free-threaded build, which
@@ -61,6 +68,7 @@ else:
 DEPTH = 40
 
 PROGRAM = r'''
+import signal
 import time
 
 def leaf(n):
@@ -122,10 +130,39 @@ def after():
     while time.perf_counter() < end:
         top(2000)
 
+def handler_work():
+    return leaf(40000)
+
+def on_alarm(signum, frame):
+    handler_work()
+
+def spin(end):
+    n = 0
+    while time.perf_counter() < end:
+        n += 1
+    return n
+
+def sig_mid(end):
+    return spin(end)
+
+def sig_top(end):
+    return sig_mid(end)
+
+def signals():
+    sig_top(0)   # a code object's first call makes its trampoline (a C call); the loop records it after that
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, 0.002, 0.002)
+    try:
+        sig_top(time.perf_counter() + 0.8)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+
 calls()
 generators()
 recursion()
 after()
+signals()
 print("done")
 ''' % {"depth": DEPTH}
 
@@ -135,7 +172,11 @@ PHASES = {
     "generators": ["leaf", "gen_inner", "gen_outer", "generators"],
     "recursion": ["leaf"] + ["rec"] * (DEPTH + 1) + ["recursion"],
     "after": ["leaf", "mid", "top", "after"],
+    "signals": ["leaf", "handler_work", "on_alarm", "spin", "sig_mid", "sig_top", "signals"],
 }
+# Gaps of a phase's chain (between its frames i and i + 1) that are a C call in every build: the signal
+# handler is called from C (the eval loop's pending calls) on top of the frame it interrupted
+C_CALL_GAPS = {"signals": {2}}
 
 
 def records_built():
@@ -176,7 +217,7 @@ def analyse(samples):
             entries = [g for g in gaps if g]
             adjacent = len(entries) <= len(gaps) // RECORDS_MAX + 1 and all(g <= 3 for g in entries)
         else:
-            allowed = GENERATOR_C_RESUMPTIONS if phase == "generators" else set()
+            allowed = GENERATOR_C_RESUMPTIONS if phase == "generators" else C_CALL_GAPS.get(phase, set())
             adjacent = all(g == 0 for i, g in enumerate(gaps) if i not in allowed)
         counts[phase][2] += adjacent
     return counts
