@@ -414,6 +414,15 @@ def samply_binary(docker_client):
         pytest.fail(f"samply could not be had: {exc}", pytrace=False)
 
 
+@pytest.fixture(scope="session")
+def py_spy_binary():
+    """Host path of py-spy's static binary (the PyPI wheel pinned in matrix.yaml `profilers:`, hash-checked)."""
+    try:
+        return tools.py_spy_binary(MATRIX)
+    except DriverError as exc:
+        pytest.fail(f"py-spy could not be had: {exc}", pytrace=False)
+
+
 def results_dir() -> Path:
     """Where artefacts for the report go (results/<cell>/...): $CPYTHON_PERF_RESULTS, else results/."""
     return Path(os.environ.get("CPYTHON_PERF_RESULTS") or Path(__file__).parent.parent / "results")

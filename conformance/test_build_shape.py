@@ -180,10 +180,12 @@ CF_PROTECTION_OBJECTS = ["Python/asm_trampoline.o", "Python/ceval.o", "Python/pe
 # The C library's start files, linked into every program: the linker ANDs their properties in too
 C_START_FILES = ["/usr/lib/x86_64-linux-gnu/Scrt1.o", "/usr/lib/x86_64-linux-gnu/crti.o",
                  "/usr/lib/x86_64-linux-gnu/crtn.o"]
-# Entries in hand-written assembly that C reaches through a function pointer: under IBT each must begin
-# with endbr64 (the trampoline is called through the code object's entry; the loop's entries, with frame
-# records, are the interpreter's evaluator and the one the trampolines are given)
-ASSEMBLY_ENTRIES = ["_Py_trampoline_func_start", "_PyEval_EvalFrameDefault", "_PyEval_EvalFrameRecords"]
+# Hand-written assembly that C reaches through a function pointer: under IBT each entry must begin with
+# endbr64.  The trampoline is called through the code object's entry; with frame records, the symbol
+# _PyEval_EvalFrameDefault holds the loop's two entries (the interpreter's evaluator, and at a local label
+# the one the trampolines are given), each opening its frame with push %rbp
+TRAMPOLINE_ENTRY = "_Py_trampoline_func_start"
+EVAL_ENTRIES = "_PyEval_EvalFrameDefault"
 FRAME_RECORDS_PROBE = ("import sysconfig; "
                        "print('-DPy_PERF_FRAME_RECORDS' in (sysconfig.get_config_var('CEVAL_FRAME_RECORDS_CFLAGS') or ''))")
 
@@ -246,30 +248,37 @@ def test_cf_protection_kept_in_the_interpreter(cell, runner_for, record_property
 
 def test_cf_protection_landing_pads_of_assembly_entries(cell, runner_for, record_property):
     """Built with -fcf-protection=full or =branch, every entry in hand-written assembly that the interpreter
-    has (the trampoline; with frame records the loop's two entries) begins with endbr64, where an indirect
-    call must land under IBT; the compiler adds it to C functions, nothing adds it to assembly."""
+    has (the trampoline; with frame records the loop's two entries in _PyEval_EvalFrameDefault) begins with
+    endbr64, where an indirect call must land under IBT; the compiler adds it to C functions, nothing adds
+    it to assembly."""
     if "IBT" not in _needs_cf_protection(cell):
         not_applicable("cflag:-fcf-protection=branch", f"{cell.name} is built without branch protection (CFLAGS: {cell.cflags})")
     runner = runner_for(cell, perf=False)
     result = runner.run(["python3", "-c", BINARIES_PROBE], perf=False)
     assert result.exit_code == 0, result.stderr
-    seen = {}
-    for path in json.loads(result.stdout):
-        for name in ASSEMBLY_ENTRIES:
-            out = runner.run(["objdump", "-d", "--no-show-raw-insn", f"--disassemble={name}", path], perf=False)
-            assert out.exit_code == 0, f"objdump {path}: {out.stderr}"
-            m = re.search(rf"^[0-9a-f]+ <{re.escape(name)}>:\n\s*[0-9a-f]+:\s+(\S+)", out.stdout, re.M)
-            if m:
-                seen[name] = m.group(1)
-    record_property("assembly_entries", json.dumps(seen))
-    print(f"first instructions: {seen}")
-    assert "_Py_trampoline_func_start" in seen, f"no _Py_trampoline_func_start in the interpreter: {seen}"
     frame_records = runner.run(["python3", "-c", FRAME_RECORDS_PROBE], perf=False)
     assert frame_records.exit_code == 0, frame_records.stderr
-    if frame_records.stdout.strip() == "True":
-        assert {"_PyEval_EvalFrameDefault", "_PyEval_EvalFrameRecords"} <= set(seen), (
-            f"a build with frame records lacks the loop's assembly entries: {seen}")
-    wrong = {name: first for name, first in seen.items() if first != "endbr64"}
+    records = frame_records.stdout.strip() == "True"
+    wrong = []
+    for path in json.loads(result.stdout):
+        code = {}
+        for name in (TRAMPOLINE_ENTRY, EVAL_ENTRIES):
+            out = runner.run(["objdump", "-d", "--no-show-raw-insn", f"--disassemble={name}", path], perf=False)
+            assert out.exit_code == 0, f"objdump {path}: {out.stderr}"
+            body = out.stdout.split(f"<{name}>:\n", 1)
+            code[name] = [" ".join(i.split()) for i in re.findall(r"^[ \t]*[0-9a-f]+:[ \t]+(.+)$", body[1].split("\n\n", 1)[0], re.M)] if len(body) == 2 else []
+        record_property(f"assembly_entries {path}", json.dumps({n: c[:3] for n, c in code.items()}))
+        print(f"{path}: {json.dumps({n: c[:3] for n, c in code.items()})}")
+        assert code[TRAMPOLINE_ENTRY], f"{path}: no {TRAMPOLINE_ENTRY}"
+        if code[TRAMPOLINE_ENTRY][0] != "endbr64":
+            wrong.append(f"{path}: {TRAMPOLINE_ENTRY} begins with {code[TRAMPOLINE_ENTRY][0]}")
+        if records:
+            # each entry: [endbr64,] push %rbp; the loop's entries are its only frame set-ups
+            loop = code[EVAL_ENTRIES]
+            entries = [i for i, insn in enumerate(loop) if insn == "push %rbp"]
+            assert len(entries) == 2, f"{path}: {EVAL_ENTRIES} of a build with frame records has {len(entries)} entries: {loop}"
+            wrong += [f"{path}: the entry at instruction {i} of {EVAL_ENTRIES} follows {loop[i - 1] if i else 'nothing'}"
+                      for i in entries if i == 0 or loop[i - 1] != "endbr64"]
     assert not wrong, f"assembly entries that do not begin with endbr64: {wrong}"
 
 
@@ -331,7 +340,7 @@ print(json.dumps(result))
 # Frame records (3.13's patch 31, 3.11's patch 9): the eval loop keeps %rbp for the records it writes and
 # is built without a frame pointer; its assembly entry, _PyEval_EvalFrameDefault, builds the frame record
 # in its place
-EVAL_LOOP_WITH_RECORDS = "_PyEval_EvalFrameDefault_records"
+EVAL_LOOP_WITH_RECORDS = "_PyEval_EvalLoopRecords"
 
 
 TRAMPOLINE_START = "_Py_trampoline_func_start"

@@ -26,7 +26,6 @@ latest such file beside the overhead runs (cpython_perf.bench.summary).
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import struct
 import tempfile
@@ -37,7 +36,7 @@ from pathlib import Path
 from ..image import pipeline, tools
 from ..run import containers
 from .. import host
-from ..record import perf_runs, samply
+from ..record import perf_runs, py_spy, samply
 from . import common
 from ..errors import DriverError
 from ..matrix import PROJECT_ROOT, Cell, Matrix
@@ -54,7 +53,6 @@ PY_SPY_RATE = 999
 PY_SPY_MOUNT = "/opt/py-spy"
 SAMPLY_MOUNT = "/opt/samply"
 MAP_SCALE = 0.05
-_PY_SPY_FRAME = re.compile(r"^(?P<function>.*) \((?P<file>.*?)(?::(?P<line>\d+))?\)$")
 
 
 # --------------------------------------------------------------------------
@@ -62,28 +60,8 @@ _PY_SPY_FRAME = re.compile(r"^(?P<function>.*) \((?P<file>.*?)(?::(?P<line>\d+))
 
 
 def py_spy_chain_counts(raw: str, chain=("foo", "bar", "baz", "<module>"), filename: str = SEED) -> dict:
-    """Samples of py-spy's raw (folded) output: all, inside chain[0] of filename, and those with the whole chain.
-
-    A raw line is 'root;...;leaf COUNT', each frame 'function (file:line)'.
-    """
-    process = inside = full = 0
-    for line in raw.splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not stack or not count.isdigit():
-            continue
-        frames = []
-        for frame in stack.split(";"):
-            m = _PY_SPY_FRAME.match(frame)
-            frames.append((m.group("function"), m.group("file")) if m else (frame, ""))
-        n = int(count)
-        process += n
-        leaf_first = frames[::-1]
-        if leaf_first and leaf_first[0] == (chain[0], filename):
-            inside += n
-            if leaf_first[:len(chain)] == [(f, filename) for f in chain]:
-                full += n
-    return {"process_samples": process, "inside_samples": inside, "full_chain_samples": full,
-            "fraction": full / inside if inside else 0.0}
+    """Samples of py-spy's raw output: all, inside chain[0] of filename, and those with the whole chain."""
+    return py_spy.chain_counts(raw, chain, filename)
 
 
 def perf_map_entries(text: str) -> list[tuple[str, str]]:
@@ -170,11 +148,10 @@ def _samply_run(client, image, cap, samply_binary: Path, mode, work: _Workdir) -
     return {**_chain_numbers(chain_report(samply.read_profile(work.src), CHAIN)), "seconds": round(seconds, 2)}
 
 
-def _py_spy_run(client, image, py_spy: Path, work: _Workdir) -> dict:
+def _py_spy_run(client, image, py_spy_path: Path, work: _Workdir) -> dict:
     argv, _ = perf_runs.python_command(None, "xoption", SEED, (SEED_N,))
-    command = [f"{PY_SPY_MOUNT}/py-spy", "record", "-r", str(PY_SPY_RATE), "-f", "raw", "--full-filenames",
-               "-o", "/src/py-spy.txt", "--", *argv]
-    result = containers.run(client, image, command, mounts=work.mounts(**{str(py_spy.parent): PY_SPY_MOUNT}),
+    command = py_spy.record_command(f"{PY_SPY_MOUNT}/py-spy", argv, "/src/py-spy.txt", PY_SPY_RATE)
+    result = containers.run(client, image, command, mounts=work.mounts(**{str(py_spy_path.parent): PY_SPY_MOUNT}),
                             cap_add=["SYS_PTRACE"], timeout=1800)
     result.check(f"py-spy in {image}")
     return py_spy_chain_counts((work.src / "py-spy.txt").read_text(errors="replace"))
@@ -204,7 +181,7 @@ def measure(matrix: Matrix, cells: list[Cell], log=print) -> dict:
         raise DriverError("no selected cell claims a perf mode")
     client = host.docker_client(log)
     samply_binary = tools.samply_binary(client, matrix, log=log)
-    py_spy = tools.py_spy_binary(matrix, log=log)
+    py_spy_path = tools.py_spy_binary(matrix, log=log)
     started = common.utc_stamp()
     out = {"created": started, "machine": common.machine_info(), "settings": {"seed_n": SEED_N, "py_spy_rate": PY_SPY_RATE,
            "perf_rate": perf_runs.SAMPLE_FREQUENCY, "samply_rate": samply.SAMPLE_RATE, "map_scale": MAP_SCALE},
@@ -228,7 +205,7 @@ def measure(matrix: Matrix, cells: list[Cell], log=print) -> dict:
                 log(f"{cell.name}: map growth, -X {mode}")
                 entry["map_growth"][mode] = _map_growth_run(client, image, mode, _Workdir(root, f"{cell.name}-map-{mode}"))
             log(f"{cell.name}: py-spy")
-            entry["py-spy"] = _py_spy_run(client, image, py_spy, _Workdir(root, f"{cell.name}-py-spy"))
+            entry["py-spy"] = _py_spy_run(client, image, py_spy_path, _Workdir(root, f"{cell.name}-py-spy"))
             out["cells"][cell.name] = entry
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -167,7 +167,7 @@ _FRAME_ALLOC = (
 
 # The loop behind _PyEval_EvalFrameDefault where that is an assembly entry (the perf frame records of
 # the 3.13 and 3.11 series)
-EVAL_LOOP_BODY = EVAL_FUNCTION + "_records"
+EVAL_LOOP_BODY = "_PyEval_EvalLoopRecords"
 
 
 def objdump_command(binary: str, function: str = EVAL_FUNCTION) -> str:

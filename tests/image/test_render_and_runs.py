@@ -111,7 +111,7 @@ def test_frame_allocation_from_disassembly():
 
 def test_eval_loop_frame_behind_an_assembly_entry(tmp_path):
     """Where _PyEval_EvalFrameDefault is an assembly entry (perf frame records; an entry's own `sub` makes
-    room for the records), the loop's frame is the one of _PyEval_EvalFrameDefault_records; the functions
+    room for the records), the loop's frame is the one of _PyEval_EvalLoopRecords; the functions
     after either are not read; without the entry, _PyEval_EvalFrameDefault's own."""
     import subprocess
     listing = tmp_path / "objdump.txt"
@@ -120,7 +120,7 @@ def test_eval_loop_frame_behind_an_assembly_entry(tmp_path):
         "   4:\tpush   %rbx\n   e:\tsub    $0x180,%rsp\n  18:\tcall   9 <x>\n  1d:\tpop    %rbp\n"
         "  1e:\tret\n\n"
         "0000000000000010 <_PyFrame_PushUnchecked>:\n  10:\tpush   %rbp\n  14:\tsub    $0x28,%rsp\n\n"
-        "00000000000057e0 <_PyEval_EvalFrameDefault_records>:\n  57e0:\tpush   %r15\n"
+        "00000000000057e0 <_PyEval_EvalLoopRecords>:\n  57e0:\tpush   %r15\n"
         "  57e9:\tsub    $0x320,%rsp\n")
     def frame(command):
         awk = command.split("| ", 1)[1]
