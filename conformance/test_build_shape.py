@@ -7,6 +7,8 @@ import re
 
 import pytest
 
+from cpython_perf.record import perf_runs
+
 from conftest import not_applicable
 
 PROBE = r"""
@@ -83,6 +85,15 @@ if sysconfig.get_config_var("Py_ENABLE_SHARED"):
     files.append(os.path.join(sysconfig.get_config_var("LIBDIR"), sysconfig.get_config_var("INSTSONAME")))
 print(json.dumps(files))
 """
+
+
+def interpreter_binaries(runner) -> list[str]:
+    """The interpreter's executable, and libpython where the build is shared (BINARIES_PROBE)."""
+    result = runner.run(["python3", "-c", BINARIES_PROBE], perf=False)
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
 # "Properties: AArch64 feature: BTI, PAC" (on the note's own line with readelf -W)
 _AARCH64_FEATURE = re.compile(r"Properties:.*?AArch64 feature: ([^\n]*)$", re.M)
 
@@ -123,10 +134,8 @@ def test_branch_protection_kept(cell, runner_for, record_property):
     if not expected:
         not_applicable("cflag:-mbranch-protection", f"{cell.name} is not built with -mbranch-protection (CFLAGS: {cell.cflags or 'none'})")
     runner = runner_for(cell, perf=False)
-    result = runner.run(["python3", "-c", BINARIES_PROBE], perf=False)
-    assert result.exit_code == 0, result.stderr
     found = {}
-    for path in json.loads(result.stdout):
+    for path in interpreter_binaries(runner):
         out = runner.run(["readelf", "-n", "-W", path], perf=False)
         assert out.exit_code == 0, f"readelf -n {path}: {out.stderr}"
         found[path] = aarch64_features(out.stdout)
@@ -184,8 +193,8 @@ C_START_FILES = ["/usr/lib/x86_64-linux-gnu/Scrt1.o", "/usr/lib/x86_64-linux-gnu
 # endbr64.  The trampoline is called through the code object's entry; with frame records, the symbol
 # _PyEval_EvalFrameDefault holds the loop's two entries (the interpreter's evaluator, and at a local label
 # the one the trampolines are given), each opening its frame with push %rbp
-TRAMPOLINE_ENTRY = "_Py_trampoline_func_start"
-EVAL_ENTRIES = "_PyEval_EvalFrameDefault"
+TRAMPOLINE_START = "_Py_trampoline_func_start"
+EVAL_ENTRIES = perf_runs.EVAL_FUNCTION
 FRAME_RECORDS_PROBE = ("import sysconfig; "
                        "print('-DPy_PERF_FRAME_RECORDS' in (sysconfig.get_config_var('CEVAL_FRAME_RECORDS_CFLAGS') or ''))")
 
@@ -235,9 +244,7 @@ def test_cf_protection_kept_in_the_interpreter(cell, runner_for, record_property
     if unmarked:
         not_applicable("libc:cf-protection", f"the C library's start files of {cell.name}'s base image carry no "
                        f"{', '.join(sorted(expected))} property ({', '.join(unmarked)}): no program linked there is marked")
-    result = runner.run(["python3", "-c", BINARIES_PROBE], perf=False)
-    assert result.exit_code == 0, result.stderr
-    for path in json.loads(result.stdout):
+    for path in interpreter_binaries(runner):
         out = runner.run(["readelf", "-n", "-W", path], perf=False)
         assert out.exit_code == 0, f"readelf -n {path}: {out.stderr}"
         features = x86_features(out.stdout)
@@ -254,24 +261,22 @@ def test_cf_protection_landing_pads_of_assembly_entries(cell, runner_for, record
     if "IBT" not in _needs_cf_protection(cell):
         not_applicable("cflag:-fcf-protection=branch", f"{cell.name} is built without branch protection (CFLAGS: {cell.cflags})")
     runner = runner_for(cell, perf=False)
-    result = runner.run(["python3", "-c", BINARIES_PROBE], perf=False)
-    assert result.exit_code == 0, result.stderr
     frame_records = runner.run(["python3", "-c", FRAME_RECORDS_PROBE], perf=False)
     assert frame_records.exit_code == 0, frame_records.stderr
     records = frame_records.stdout.strip() == "True"
     wrong = []
-    for path in json.loads(result.stdout):
+    for path in interpreter_binaries(runner):
         code = {}
-        for name in (TRAMPOLINE_ENTRY, EVAL_ENTRIES):
+        for name in (TRAMPOLINE_START, EVAL_ENTRIES):
             out = runner.run(["objdump", "-d", "--no-show-raw-insn", f"--disassemble={name}", path], perf=False)
             assert out.exit_code == 0, f"objdump {path}: {out.stderr}"
             body = out.stdout.split(f"<{name}>:\n", 1)
             code[name] = [" ".join(i.split()) for i in re.findall(r"^[ \t]*[0-9a-f]+:[ \t]+(.+)$", body[1].split("\n\n", 1)[0], re.M)] if len(body) == 2 else []
         record_property(f"assembly_entries {path}", json.dumps({n: c[:3] for n, c in code.items()}))
         print(f"{path}: {json.dumps({n: c[:3] for n, c in code.items()})}")
-        assert code[TRAMPOLINE_ENTRY], f"{path}: no {TRAMPOLINE_ENTRY}"
-        if code[TRAMPOLINE_ENTRY][0] != "endbr64":
-            wrong.append(f"{path}: {TRAMPOLINE_ENTRY} begins with {code[TRAMPOLINE_ENTRY][0]}")
+        assert code[TRAMPOLINE_START], f"{path}: no {TRAMPOLINE_START}"
+        if code[TRAMPOLINE_START][0] != "endbr64":
+            wrong.append(f"{path}: {TRAMPOLINE_START} begins with {code[TRAMPOLINE_START][0]}")
         if records:
             # each entry: [endbr64,] push %rbp; the loop's entries are its only frame set-ups
             loop = code[EVAL_ENTRIES]
@@ -340,10 +345,8 @@ print(json.dumps(result))
 # Frame records (3.13's patch 31, 3.11's patch 9): the eval loop keeps %rbp for the records it writes and
 # is built without a frame pointer; its assembly entry, _PyEval_EvalFrameDefault, builds the frame record
 # in its place
-EVAL_LOOP_WITH_RECORDS = "_PyEval_EvalLoopRecords"
+EVAL_LOOP_WITH_RECORDS = perf_runs.EVAL_LOOP_BODY
 
-
-TRAMPOLINE_START = "_Py_trampoline_func_start"
 
 
 def frame_pointer_coverage(runner) -> dict:

@@ -26,7 +26,7 @@ from cpython_perf.record import py_spy
 
 from conftest import not_applicable
 
-PY_SPY_MOUNT = "/opt/py-spy"
+PY_SPY_MOUNT = py_spy.MOUNT
 RATE = 199
 MIN_WHOLE = 0.9
 CHAIN = ("leaf", "mid", "top", "calls", "<module>")

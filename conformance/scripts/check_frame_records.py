@@ -174,9 +174,10 @@ PHASES = {
     "after": ["leaf", "mid", "top", "after"],
     "signals": ["leaf", "handler_work", "on_alarm", "spin", "sig_mid", "sig_top", "signals"],
 }
-# Gaps of a phase's chain (between its frames i and i + 1) that are a C call in every build: the signal
-# handler is called from C (the eval loop's pending calls) on top of the frame it interrupted
-C_CALL_GAPS = {"signals": {2}}
+# Gaps of a phase's chain (between its frames i and i + 1) that are a C call whatever the records: the
+# generator resumptions above, and the signal handler, called from C (the eval loop's pending calls) on
+# top of the frame it interrupted
+C_CALL_GAPS = {"generators": GENERATOR_C_RESUMPTIONS, "signals": {2}}
 
 
 def records_built():
@@ -217,7 +218,7 @@ def analyse(samples):
             entries = [g for g in gaps if g]
             adjacent = len(entries) <= len(gaps) // RECORDS_MAX + 1 and all(g <= 3 for g in entries)
         else:
-            allowed = GENERATOR_C_RESUMPTIONS if phase == "generators" else C_CALL_GAPS.get(phase, set())
+            allowed = C_CALL_GAPS.get(phase, set())
             adjacent = all(g == 0 for i, g in enumerate(gaps) if i not in allowed)
         counts[phase][2] += adjacent
     return counts

@@ -50,7 +50,7 @@ SEED_N = 5_000_000
 CHAIN = [py_symbol(f, SEED) for f in ("foo", "bar", "baz", "<module>")]
 TARGETS = CHAIN_FRACTION_TARGETS   # fraction of foo's samples with the whole chain: the conformance suite's bar
 PY_SPY_RATE = 999
-PY_SPY_MOUNT = "/opt/py-spy"
+PY_SPY_MOUNT = py_spy.MOUNT
 SAMPLY_MOUNT = "/opt/samply"
 MAP_SCALE = 0.05
 

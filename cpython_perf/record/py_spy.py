@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import re
 
+# Where the binary's directory is mounted (read-only) in the cell container
+MOUNT = "/opt/py-spy"
 # 'function (file:line)'; C frames of --native are 'function (dso)' or '0x7f.. (?)'
 FRAME = re.compile(r"^(?P<function>.*) \((?P<file>.*?)(?::(?P<line>\d+))?\)$")
 
