@@ -336,7 +336,7 @@ def not_applicable(fact: str, reason: str):
     """Skip a check that does not apply to the cell by matrix.yaml.  fact is what makes it so, which the
     report checks against matrix.yaml (cpython_perf.report.model.expected_skip): mode:<mode> (not claimed),
     vanilla, build_only, backends (none offered), backend:<name> (not offered), cflag:<flag> / configure:<option>[,<option>] (not built
-    with), twin (none in matrix.yaml), foreign / native (emulated on its runner, or not)."""
+    with), configured:<option> (built with), twin (none in matrix.yaml), foreign / native (emulated on its runner, or not)."""
     __tracebackhide__ = True   # pytest -rs names the test's line, not this one
     if _item is not None:
         _item.user_properties.append((SKIP_EXPECTED, fact))

@@ -36,6 +36,7 @@ PARSED = {
     "lane-keyrings": ["bookworm-3.11"],
     "apt-repo": [], "plan": [], "buildbot-local": ["venv"], "buildbot-config": ["describe", "master"],
     "ci-budget": ["--registry", "127.0.0.1:5000/budget"], "bench": ["summary"],
+    "diff": ["before/", "after/"],
 }
 
 # module run on its own -> (its command, what its arguments are under `python -m cpython_perf`)

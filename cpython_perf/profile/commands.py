@@ -18,6 +18,8 @@ from .. import subcommands
 from ..errors import DriverError
 from ..matrix import PERF_MODES, Matrix, load_matrix
 from ..record import jit_inject
+from ..record.perf_samples import PerfScriptError
+from ..record.viewer_files import VIEWER_FILES, write_viewer_files_of_script
 from ..record.untrusted_files import Refused, read_regular_file, write_new_file
 from .requirements import VENV, ensure_requirements_image, image_path_variable
 from .results import draw_flamegraph, prepare_out, report_top, summarise
@@ -158,6 +160,14 @@ def run(matrix: Matrix, args, program: list[str] | None, log=print, client=None,
         if owner != (os.getuid(), os.getgid()):
             # as the rest (a root caller handing the outputs to another user)
             os.chown(out / COMMANDS_TEXT, *owner, follow_symlinks=False)
+    if (out / SCRIPT_TEXT).is_file():
+        try:
+            for path in write_viewer_files_of_script(out / SCRIPT_TEXT, f"{' '.join(program)} ({target.label}, {mode})",
+                                                     args.frequency, OUTPUT_LIMIT):
+                if owner != (os.getuid(), os.getgid()):
+                    os.chown(path, *owner, follow_symlinks=False)
+        except (Refused, PerfScriptError, OSError) as exc:
+            log(f"note: the viewers' files ({', '.join(VIEWER_FILES)}) were not written: {exc}")
     for name, show in ((SCRIPT_TEXT, summarise), (REPORT_TEXT, report_top)):
         try:
             text = read_regular_file(out / name, OUTPUT_LIMIT).decode(errors="replace")
@@ -170,7 +180,8 @@ def run(matrix: Matrix, args, program: list[str] | None, log=print, client=None,
             log(f"top of {out / REPORT_TEXT}:")
         for line in show(text):
             log(("  " if name == REPORT_TEXT else "") + line)
-    log(f"wrote {out}/: " + ", ".join(n for n in (PERF_DATA, JIT_DATA, SCRIPT_TEXT, REPORT_TEXT, FLAMEGRAPH, COMMANDS_TEXT)
+    log(f"wrote {out}/: " + ", ".join(n for n in (PERF_DATA, JIT_DATA, SCRIPT_TEXT, REPORT_TEXT, FLAMEGRAPH, COMMANDS_TEXT,
+                                                  *VIEWER_FILES)
                                       if (out / n).is_file()) + f" (and tmp/: the maps perf report needs) "
         f"in {time.monotonic() - started:.1f} s ({', '.join(f'{k} {v:.1f} s' for k, v in timings.items())})")
     data = JIT_DATA if mode == "perf_jit" else PERF_DATA

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ..errors import DriverError
 from ..record.perf_samples import PERF_SCRIPT_FIELDS
+from ..record.viewer_files import VIEWER_FILES
 from .target import Target
 
 SRC, OUT, TMP = "/src", "/out", "/tmp"
@@ -33,7 +34,7 @@ JIT_INJECT = "/opt/cpython-perf/jit_inject.py"
 # What a run writes into the output directory (removed before a run, so no file is left from an older one)
 PERF_DATA, JIT_DATA = "perf.data", "perf.jit.data"
 SCRIPT_TEXT, REPORT_TEXT, FLAMEGRAPH, COMMANDS_TEXT = "perf.script.txt", "perf.report.txt", "flamegraph.svg", "commands.txt"
-OUTPUTS = (PERF_DATA, PERF_DATA + ".old", JIT_DATA, SCRIPT_TEXT, REPORT_TEXT, FLAMEGRAPH, COMMANDS_TEXT)
+OUTPUTS = (PERF_DATA, PERF_DATA + ".old", JIT_DATA, SCRIPT_TEXT, REPORT_TEXT, FLAMEGRAPH, COMMANDS_TEXT, *VIEWER_FILES)
 START_MARKER = f"{TMP}/.cpython-perf-profile-start"
 REPORT_OPTIONS = ["--stdio", "--no-children", "--sort", "comm,dso,sym", "-g", "none", "--percent-limit", "0.5"]
 

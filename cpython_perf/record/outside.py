@@ -1,7 +1,8 @@
 """Record the Python processes of a running container with perf from outside it, and read them after they exit.
 
     python -m cpython_perf record --container NAME [--pid PID ...] [--mode perf|perf_jit] [--seconds N] \\
-        [--out DIR] [-F HZ] [--perf-image IMAGE | --host-perf] [-- PERF RECORD OPTIONS]
+        [--out DIR] [-F HZ] [--live [--interval S] [--entries N]] [--perf-image IMAGE | --host-perf] \\
+        [-- PERF RECORD OPTIONS]
 
 perf outside a container (on the node, in a sidecar) names a process by its host pid, while the
 interpreter in the container names its perf map and jitdump with its pid in the container, in the
@@ -27,6 +28,9 @@ command:
 4. writes `perf script` of it to DIR/perf.script.txt, with DIR/tmp as /tmp and `--symfs DIR/root`, in a pid
    namespace of its own: perf then reads the kept files whether the processes still live or not.
 
+--live records windows of --interval seconds instead, each read as in 4. and shown as a table of its functions
+(live_top), until Ctrl-C, --seconds or the processes' exit.
+
 It reads the container's /tmp through /proc/<pid>/root: run it as root on the host (sudo), in the
 host's pid namespace.  What to run to read the recording again is printed at the end (and is in
 docs/profile.md, with the recipe for running perf yourself).
@@ -41,6 +45,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import sys
 import tarfile
 import tempfile
 import threading
@@ -56,7 +61,9 @@ from .container_files import Keeper, process_mode
 from .perf_data import PerfDataError, rename_jitdumps
 from .perf_runs import DWARF_MMAP_FUNCTION
 from .perf_samples import PERF_SCRIPT_FIELDS, PerfScriptError, parse_perf_script, printable
-from .untrusted_files import ForeignRoot, PrivateDir, Refused
+from .live_top import CLEAR, top_table
+from .untrusted_files import ForeignRoot, PrivateDir, Refused, read_regular_file, write_new_file
+from .viewer_files import VIEWER_FILES, write_viewer_files_of_script
 
 DEFAULT_OUT = "perf-outside"
 DEFAULT_FREQUENCY = 999
@@ -71,6 +78,9 @@ PERF_RECORD_CAPABILITIES = ("SYS_PTRACE",)   # beside the perf capability: attac
 TARGET_OPTIONS = {"-a", "--all-cpus", "-p", "--pid", "-t", "--tid", "-C", "--cpu", "-G", "--cgroup", "-u", "--uid"}
 STOPPED_TMP_LIMIT = 4 << 30   # of a stopped container's /tmp, read from the engine as a tar
 STOPPED_FILE_LIMIT = 512 << 20   # of one file of that tar, read into memory
+SCRIPT_LIMIT = 1 << 30   # of the perf script text the viewers' files are written from
+LIVE_INTERVAL, LIVE_ENTRIES = 2.0, 20   # --live: seconds a window, functions a table
+TOP_TEXT = "top.txt"   # --live: the last window's table
 
 
 class RecordFailed(RuntimeFailure):
@@ -90,6 +100,12 @@ def add_arguments(p) -> None:
     p.add_argument("--out", "-o", default=DEFAULT_OUT, help=f"output directory (default: ./{DEFAULT_OUT})")
     p.add_argument("--frequency", "-F", type=int, default=DEFAULT_FREQUENCY,
                    help=f"sampling frequency in Hz (default {DEFAULT_FREQUENCY})")
+    p.add_argument("--live", action="store_true",
+                   help="a top-like view instead of one recording: every --interval seconds, the functions of the "
+                        "last window with the Python frames named (-X perf processes), until Ctrl-C or --seconds")
+    p.add_argument("--interval", type=float, default=LIVE_INTERVAL,
+                   help=f"--live: seconds per window (default {LIVE_INTERVAL})")
+    p.add_argument("--entries", type=int, default=LIVE_ENTRIES, help=f"--live: functions shown (default {LIVE_ENTRIES})")
     which = p.add_mutually_exclusive_group()
     which.add_argument("--perf-image", default=None,
                        help="an image with perf >= 6.8 to run perf in (default: the tools image, built if missing)")
@@ -389,7 +405,7 @@ def prepare_out(out: Path) -> Path:
                               "written there as root; choose a directory of your own")
         if st.st_mode & 0o022:
             os.fchmod(fd, stat.S_IMODE(st.st_mode) & ~0o022)
-        for name in (PERF_DATA, PERF_DATA + ".old", JIT_DATA, SCRIPT_TEXT, COMMANDS):
+        for name in (PERF_DATA, PERF_DATA + ".old", JIT_DATA, SCRIPT_TEXT, COMMANDS, *VIEWER_FILES):
             try:
                 os.unlink(name, dir_fd=fd)
             except FileNotFoundError:
@@ -452,6 +468,13 @@ def run(matrix, args, log=print, client=None, started: threading.Event | None = 
     else:
         targets = sorted(namespace.known.values(), key=lambda p: p.ns_pid)
     mode = choose_mode(args.mode, [process_mode(p) for p in targets])
+    if getattr(args, "live", False):
+        if mode != "perf":
+            raise DriverError("--live names the Python frames of -X perf processes (their perf maps); a perf_jit "
+                              "recording must be injected before it names any: record it, then read it")
+        if args.interval < 0.5 or args.entries < 1:
+            raise DriverError(f"--interval must be at least 0.5 s and --entries at least 1 (not {args.interval}, "
+                              f"{args.entries})")
     if mode == "perf_jit":
         version = runner.version()
         if version is not None and version < MIN_JIT_PERF:
@@ -475,6 +498,9 @@ def run(matrix, args, log=print, client=None, started: threading.Event | None = 
     stop = stop or threading.Event()
     started = started or threading.Event()
     data = str(out / PERF_DATA) if image is None else f"{OUT_IN_CONTAINER}/{PERF_DATA}"
+    if getattr(args, "live", False):
+        return _live(runner, keeper, container.name, options, pids, out, data, image is None, args, log, started,
+                     stop)
     shell = record_shell("perf", options, pids, data, args.seconds)
     began = time.monotonic()
     try:
@@ -527,6 +553,12 @@ def run(matrix, args, log=print, client=None, started: threading.Event | None = 
             log(line)
     except PerfScriptError as exc:   # a frame line of a shape not known here: the text is written all the same
         log(f"note: {SCRIPT_TEXT} could not be summarised ({exc})")
+    try:
+        viewer_files = [p.name for p in write_viewer_files_of_script(out / SCRIPT_TEXT, f"record --container {container.name} ({mode})",
+                                                                      args.frequency, SCRIPT_LIMIT)]
+    except (Refused, PerfScriptError, OSError) as exc:
+        viewer_files = []
+        log(f"note: the viewers' files ({', '.join(VIEWER_FILES)}) were not written: {exc}")
     (out / COMMANDS).write_text("\n".join(runner.commands) + "\n")
     _give_back(out)
     again = (["docker", "run", "--rm", "-v", f"{out}:{OUT_IN_CONTAINER}", "-v", f"{out / 'tmp'}:/tmp", image,
@@ -534,8 +566,45 @@ def run(matrix, args, log=print, client=None, started: threading.Event | None = 
              if image else ["sudo", "unshare", "--mount", "--pid", "--fork", "--mount-proc", "sh", "-c",
                             f"cd {shlex.quote(str(out))} && mount --bind tmp /tmp && perf report --symfs {OBJECTS} "
                             f"-i {read_data}"])
-    log(f"wrote {out}/: {read_data}, {SCRIPT_TEXT}, tmp/ (the maps and dumps), {OBJECTS}/ (the mapped files). "
+    log(f"wrote {out}/: {read_data}, {SCRIPT_TEXT}, {''.join(n + ', ' for n in viewer_files)}tmp/ (the maps and dumps), {OBJECTS}/ (the mapped files). "
         "Read it again: " + shlex.join(again))
+    return 0
+
+
+def _live(runner: PerfRunner, keeper: Keeper, name: str, options: list[str], pids: list[int], out: Path,
+          data: str, host: bool, args, log, started: threading.Event, stop: threading.Event) -> int:
+    """--live: windows of --interval seconds, each read with the kept files and shown as a table (live_top),
+    until Ctrl-C, stop, --seconds, or the recorded processes are gone.  DIR keeps the last window's recording,
+    its perf script and its table (top.txt)."""
+    deadline = time.monotonic() + args.seconds if args.seconds else None
+    clear = CLEAR if sys.stdout.isatty() else ""
+    windows = 0
+    try:
+        while not stop.is_set():
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                break
+            window = args.interval if left is None else max(0.5, min(args.interval, left))
+            status, said = runner.record(record_shell("perf", options, pids, data, window), started, stop)
+            if not (out / PERF_DATA).is_file():
+                raise RecordFailed(f"perf record wrote no perf.data (exit {status}): {said.strip()[-600:]}")
+            code, said = runner.read(["perf", "script", "--symfs", _path(OBJECTS, host, out), "-F",
+                                      PERF_SCRIPT_FIELDS, "-i", _path(PERF_DATA, host, out)], SCRIPT_TEXT)
+            if code != 0:
+                raise RecordFailed(f"perf script failed (exit {code}): {said.strip()[-600:]}")
+            samples = parse_perf_script(read_regular_file(out / SCRIPT_TEXT, SCRIPT_LIMIT).decode(errors="replace"))
+            windows += 1
+            lines = top_table(samples, args.entries, f"{name}, window {windows} ({window:.1f} s): ")
+            write_new_file(out / TOP_TEXT, ("\n".join(lines) + "\n").encode())
+            log(clear + "\n".join(lines))
+            if pids and not any(os.path.exists(f"/proc/{pid}") for pid in pids):
+                log("the recorded processes have exited")
+                break
+    finally:
+        keeper.stop()
+        (out / COMMANDS).write_text("\n".join(runner.commands) + "\n")
+        _give_back(out)
+    log(f"{windows} windows; the last one's recording, perf script and table are in {out}/")
     return 0
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from ..matrix import PROJECT_ROOT
 from ..subcommands import Command, main_of
 from .pipeline import write_report
-from . import generated_tables
+from . import generated_tables, profile_diff
 from .results_files import PLAN_FILE
 
 
@@ -37,4 +37,4 @@ def main(argv=None) -> int:
     return main_of(COMMAND, argv, prog="python -m cpython_perf.report")
 
 
-COMMANDS = (COMMAND, generated_tables.COMMAND)
+COMMANDS = (COMMAND, generated_tables.COMMAND, profile_diff.COMMAND)

@@ -65,6 +65,9 @@ def expected_skip(fact: str, cell: Cell, matrix: Matrix, job: dict | None = None
     if kind == "configure":         # configure options the cell is built without (any of them)
         options = cell.configure_args()
         return bool(value) and not any(o == v or o.startswith(v + "=") for v in value.split(",") for o in options)
+    if kind == "configured":        # a configure option the cell is built with (--disable-gil)
+        options = cell.configure_args()
+        return bool(value) and any(o == value or o.startswith(value + "=") for o in options)
     if kind == "twin":              # no vanilla twin in matrix.yaml
         return matrix.vanilla_twin(cell) is None and not cell.vanilla
     if kind in ("foreign", "native"):   # emulated (qemu) on its runner, or not

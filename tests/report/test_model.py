@@ -83,6 +83,8 @@ def test_a_smoke_cell_whose_only_skips_are_expected_passes(tmp_path):
     ("cflag:-mbranch-protection", "3.13-fp", True),
     ("cflag:-fno-omit-frame-pointer", "3.13-fp", False),
     ("configure:--enable-optimizations,--with-lto", "3.13-fp", True),
+    ("configured:--disable-gil", "3.13-ft", True),     # free-threaded: a reader of the GIL build's layout skips
+    ("configured:--disable-gil", "3.13-fp", False),
     ("vanilla", "3.13-fp", False),
     ("vanilla", "3.13-fp-vanilla", True),
     ("foreign", "3.13-fp", False),
