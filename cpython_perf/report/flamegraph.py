@@ -18,7 +18,6 @@ def render_flamegraph(client, matrix: Matrix, perf_script: Path, svg: Path, titl
 
     Raises DriverError with the renderer's message on failure; svg is then absent.
     """
-    tag = ensure_tools_image(client, matrix, log)
     perf_script = perf_script.resolve()
     svg = svg.resolve()
     partial = svg.with_name(svg.name + ".partial")
@@ -27,10 +26,18 @@ def render_flamegraph(client, matrix: Matrix, perf_script: Path, svg: Path, titl
     if svg.parent != perf_script.parent:
         mounts[svg.parent] = out_dir = "/out"
     command = f'{FLAMEGRAPH_COMMAND} "$TITLE" < /in/{perf_script.name} > {out_dir}/{partial.name}'
+    run_renderer(client, matrix, command, mounts, svg, title, f"{FLAMEGRAPH_COMMAND} failed on {perf_script}", log)
+
+
+def run_renderer(client, matrix: Matrix, command: str, mounts: dict, svg: Path, title: str, failure: str,
+                 log=print) -> None:
+    """Run command (which writes svg's NAME.partial through mounts) in the tools image with $TITLE; then the
+    partial file becomes svg.  Raises DriverError starting with failure, leaving no svg, when it does not."""
+    tag = ensure_tools_image(client, matrix, log)
+    partial = svg.with_name(svg.name + ".partial")
     result = containers.run(client, tag, command, workdir="/", mounts=mounts, env={"TITLE": title}, timeout=600)
     if result.exit_code != 0 or not partial.is_file() or partial.stat().st_size == 0:
         partial.unlink(missing_ok=True)
         message = (result.stderr or result.stdout).strip().splitlines()
-        raise DriverError(f"{FLAMEGRAPH_COMMAND} failed on {perf_script} (exit {result.exit_code}): "
-                          f"{message[-1] if message else 'no output'}")
+        raise DriverError(f"{failure} (exit {result.exit_code}): {message[-1] if message else 'no output'}")
     os.replace(partial, svg)

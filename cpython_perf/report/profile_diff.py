@@ -14,20 +14,19 @@ The same table is printed.  A Python frame is named as perf names it (`py::qualn
 from __future__ import annotations
 
 import argparse
-import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import host
 from ..errors import DriverError
-from ..image.tools import FLAMEGRAPH_COMMAND, ensure_tools_image
+from ..image.tools import FLAMEGRAPH_COMMAND
 from ..matrix import load_matrix
 from ..record.perf_samples import PerfScriptError, parse_perf_script
 from ..record.untrusted_files import Refused, read_regular_file, write_new_file
 from ..record.viewer_files import FOLDED, folded_text
-from ..run import containers
 from ..subcommands import Command
+from .flamegraph import run_renderer
 
 SCRIPT_TEXT = "perf.script.txt"
 DIFF_SVG, DIFF_TABLE = "diff.svg", "diff.md"
@@ -118,17 +117,9 @@ def render_diff(client, matrix, before: Path, after: Path, svg: Path, title: str
     """The differential flame graph of two folded files in svg's directory (inferno, in the tools image)."""
     if not before.parent == after.parent == svg.parent:
         raise ValueError("render_diff reads and writes one directory")
-    tag = ensure_tools_image(client, matrix)
-    partial = svg.with_name(svg.name + ".partial")
-    command = f'{FLAMEGRAPH_COMMAND} --diff /out/{before.name} /out/{after.name} "$TITLE" > /out/{partial.name}'
-    result = containers.run(client, tag, command, workdir="/", mounts={svg.parent.resolve(): "/out"},
-                            env={"TITLE": title}, timeout=600)
-    if result.exit_code != 0 or not partial.is_file() or partial.stat().st_size == 0:
-        partial.unlink(missing_ok=True)
-        said = (result.stderr or result.stdout).strip().splitlines()
-        raise DriverError(f"the differential flame graph could not be drawn (exit {result.exit_code}): "
-                          f"{said[-1] if said else 'no output'}")
-    os.replace(partial, svg)
+    command = f'{FLAMEGRAPH_COMMAND} --diff /out/{before.name} /out/{after.name} "$TITLE" > /out/{svg.name}.partial'
+    run_renderer(client, matrix, command, {svg.parent.resolve(): "/out"}, svg, title,
+                 "the differential flame graph could not be drawn")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
