@@ -200,8 +200,7 @@ def pprof_bytes(samples: list[Sample], period_ns: int = 0, stacks=None) -> bytes
                              + _field_varint(3, strings(frame.symbol)) + _field_varint(4, strings(frame.file)))
     times = [s.time for s in samples]
     tail = bytearray()
-    if times:
-        tail += _field_varint(9, int(min(times) * 1e9))
+    if times:   # perf's times count from the machine's boot, not the epoch: the duration only, no time_nanos
         tail += _field_varint(10, int((max(times) - min(times)) * 1e9))
     if period_ns:
         tail += _field_bytes(11, _field_varint(1, strings("cpu")) + _field_varint(2, strings("nanoseconds")))
