@@ -143,7 +143,7 @@ _TOP_KEYS = {"smoke_cells", "smoke_stock", "default_cell", "base_suite", "arches
              "distributions", "regression_tests", "profilers", "arch_cflags", "stock", "defects"}
 _STOCK_KEYS = {"distribution", "suite", "package", "python", "perf_suite", "modes", "description", "defects", "jit",
                "not_given"}
-_PROFILER_KEYS = {"suite", "samply", "inferno", "py_spy"}
+_PROFILER_KEYS = {"suite", "samply", "inferno", "py_spy", "austin"}
 _PY_SPY_KEYS = {"version", "sha256"}
 _VARIANT_KEYS = {"description", "cflags", "configure", "configure_since", "dwarf_stack_size", "environment"}
 _VERSION_KEYS = {"recipe", "support", "series", "additions", "additions_header", "cells", "prerelease"}
@@ -527,6 +527,7 @@ class ProfilerPins:
     samply: str
     inferno: str
     py_spy: dict   # {"version": ..., "sha256": ...} of the PyPI wheel (x86_64)
+    austin: dict | None = None   # the same of austin-dist's wheel, where pinned
 
 
 @dataclass
@@ -1061,7 +1062,7 @@ def _load_profilers(where: _Where, data) -> ProfilerPins | None:
     if spec is None:
         return None
     if not isinstance(spec, dict):
-        raise where.error(data, "profilers", "profilers must be a mapping {suite, samply, inferno, py_spy}")
+        raise where.error(data, "profilers", "profilers must be a mapping {suite, samply, inferno, py_spy[, austin]}")
     where.check_keys(spec, _PROFILER_KEYS, "profilers")
     values = {}
     for key in ("suite", "samply", "inferno"):
@@ -1069,14 +1070,17 @@ def _load_profilers(where: _Where, data) -> ProfilerPins | None:
         if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9.+~:-]*", value):
             raise where.error(spec, key, f"profilers.{key} must be a Debian suite or version string, not {value!r}")
         values[key] = value
-    py_spy = where.require(spec, "py_spy", "profilers")
-    if not isinstance(py_spy, dict):
-        raise where.error(spec, "py_spy", "profilers.py_spy must be a mapping {version, sha256} of the PyPI wheel")
-    where.check_keys(py_spy, _PY_SPY_KEYS, "profilers.py_spy")
-    version, sha256 = (str(where.require(py_spy, k, "profilers.py_spy")) for k in ("version", "sha256"))
-    if not re.fullmatch(r"[0-9][0-9a-z.]*", version) or not re.fullmatch(r"[0-9a-f]{64}", sha256):
-        raise where.error(spec, "py_spy", "profilers.py_spy needs a release version and the wheel's 64-hex sha256")
-    values["py_spy"] = {"version": version, "sha256": sha256}
+    for key, required in (("py_spy", True), ("austin", False)):
+        if key not in spec and not required:
+            continue
+        pin = where.require(spec, key, "profilers")
+        if not isinstance(pin, dict):
+            raise where.error(spec, key, f"profilers.{key} must be a mapping {{version, sha256}} of the PyPI wheel")
+        where.check_keys(pin, _PY_SPY_KEYS, f"profilers.{key}")
+        version, sha256 = (str(where.require(pin, k, f"profilers.{key}")) for k in ("version", "sha256"))
+        if not re.fullmatch(r"[0-9][0-9a-z.]*", version) or not re.fullmatch(r"[0-9a-f]{64}", sha256):
+            raise where.error(spec, key, f"profilers.{key} needs a release version and the wheel's 64-hex sha256")
+        values[key] = {"version": version, "sha256": sha256}
     return ProfilerPins(**values)
 
 

@@ -163,6 +163,11 @@ def test_profiler_pin_with_a_bad_version_is_caught(project_copy):
     expect_error(project_copy, "samply: latest version", "profilers.samply must be a Debian suite or version")
 
 
+def test_a_bad_austin_pin_is_caught(project_copy):
+    edit(project_copy / "matrix.yaml", "  austin: {version: 4.0.0, sha256: ", "  austin: {version: 4.0.0, sha: ")
+    expect_error(project_copy, "austin: {version: 4.0.0, sha: ", "profilers.austin")
+
+
 def test_profiler_unknown_key_is_caught(project_copy):
     edit(project_copy / "matrix.yaml", "  samply: 0.13.1-1+b2", "  samply: 0.13.1-1+b2\n  pyspy: 0.4.1")
     expect_error(project_copy, "pyspy: 0.4.1", "unknown key 'pyspy' in profilers")

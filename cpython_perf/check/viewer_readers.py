@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -176,6 +177,34 @@ def firefox_threads(path: Path, node_modules: Path) -> dict[str, dict]:
             return threads
         finally:
             subprocess.run(cli + ["stop", "--all"], env=env, capture_output=True, timeout=60)
+
+
+def mojo2austin(cache_dir: Path | None = None) -> Path:
+    """austin-python's mojo2austin (viewers/austin-python.txt, hash-checked), in a venv of its own made once
+    (where it is made its scripts name it, so it is made in place, and counts once its marker is written last)."""
+    requirements = (PACKAGE_DIR / "austin-python.txt").read_bytes()
+    root = (cache_dir or sources.default_cache_dir().parent / "tools") / \
+        f"austin-python-{hashlib.sha256(requirements).hexdigest()[:12]}"
+    done = root / ".installed"
+    if done.is_file():
+        return root / "bin" / "mojo2austin"
+    shutil.rmtree(root, ignore_errors=True)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        _run([sys.executable, "-m", "venv", str(root)], timeout=300)
+        _run([str(root / "bin" / "python"), "-m", "pip", "install", "-q", "--require-hashes", "--no-deps",
+              "-r", str(PACKAGE_DIR / "austin-python.txt")], timeout=600)
+    except ReaderFailed as exc:
+        shutil.rmtree(root, ignore_errors=True)
+        raise ReaderMissing(f"austin-python could not be installed ({exc})") from None
+    done.write_text("")
+    return root / "bin" / "mojo2austin"
+
+
+def austin_text(mojo: Path, output: Path) -> str:
+    """Austin's collapsed text of a MOJO file, by austin-python's own converter."""
+    _run([str(mojo2austin()), str(mojo), str(output)], timeout=300)
+    return output.read_text(errors="replace")
 
 
 def browser() -> str:

@@ -136,29 +136,43 @@ def samply_binary(client, matrix: Matrix, cache_dir: Path | None = None, log=pri
 
 def py_spy_binary(matrix: Matrix, cache_dir: Path | None = None, log=print) -> Path:
     """Host path of py-spy's static binary, from the PyPI wheel pinned in matrix.yaml (hash-checked), cached."""
-    pin = _pins(matrix).py_spy
-    cache = _tool_cache(cache_dir, f"py-spy-{pin['version']}-{pin['sha256'][:12]}")
-    binary = cache / "py-spy"
+    return _wheel_binary(_pins(matrix).py_spy, "py-spy", "py_spy", "py-spy", "manylinux_2_5_x86_64", cache_dir, log)
+
+
+def austin_binary(matrix: Matrix, cache_dir: Path | None = None, log=print) -> Path:
+    """Host path of Austin's binary (austin-dist's PyPI wheel pinned in matrix.yaml `profilers.austin`)."""
+    pin = _pins(matrix).austin
+    if pin is None:
+        raise DriverError(f"{matrix.path}: `profilers:` pins no austin (austin: {{version, sha256}} of austin-dist)")
+    return _wheel_binary(pin, "austin-dist", "austin_dist", "austin", "manylinux_2_12_x86_64", cache_dir, log)
+
+
+def _wheel_binary(pin: dict, package: str, stem: str, binary_name: str, platform: str, cache_dir: Path | None,
+                  log) -> Path:
+    """A program shipped as a script of a PyPI wheel: the pinned wheel fetched with pip, its hash checked, the
+    program cached as ~/.cache/cpython-perf/tools/<name>-<version>-<hash>/<name>."""
+    cache = _tool_cache(cache_dir, f"{binary_name}-{pin['version']}-{pin['sha256'][:12]}")
+    binary = cache / binary_name
     if binary.is_file():
         return binary
-    with tempfile.TemporaryDirectory(prefix="py-spy-download-") as download:
+    with tempfile.TemporaryDirectory(prefix=f"{binary_name}-download-") as download:
         command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--platform",
-                   "manylinux_2_5_x86_64", "--python-version", "3", "-d", download, f"py-spy=={pin['version']}"]
+                   platform, "--python-version", "3", "-d", download, f"{package}=={pin['version']}"]
         done = subprocess.run(command, capture_output=True, text=True)
-        wheels = sorted(Path(download).glob("py_spy-*.whl"))
+        wheels = sorted(Path(download).glob(f"{stem}-*.whl"))
         if done.returncode != 0 or len(wheels) != 1:
-            raise DriverError(f"pip could not fetch py-spy {pin['version']} (exit {done.returncode}): "
+            raise DriverError(f"pip could not fetch {package} {pin['version']} (exit {done.returncode}): "
                               f"{(done.stderr or done.stdout).strip().splitlines()[-1:]}")
         digest = hashlib.sha256(wheels[0].read_bytes()).hexdigest()
         if digest != pin["sha256"]:
             raise DriverError(f"{wheels[0].name} has sha256 {digest}, matrix.yaml pins {pin['sha256']}: "
-                              "a different file than the one pinned; check it and update `profilers.py_spy`")
-        member = f"py_spy-{pin['version']}.data/scripts/py-spy"
+                              f"a different file than the one pinned; check it and update `profilers:`")
+        member = f"{stem}-{pin['version']}.data/scripts/{binary_name}"
         with zipfile.ZipFile(wheels[0]) as wheel:
             try:
                 data = wheel.read(member)
             except KeyError:
                 raise DriverError(f"{wheels[0].name} has no {member}") from None
-    _cache_binary(cache, "py-spy", data)
-    log(f"py-spy {pin['version']} cached at {binary}")
+    _cache_binary(cache, binary_name, data)
+    log(f"{package} {pin['version']} cached at {binary}")
     return binary

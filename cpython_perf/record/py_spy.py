@@ -49,9 +49,15 @@ def chain_counts(raw: str, chain, filename: str, file_frames_only: bool = False)
     file_frames_only: compare only the frames of filename (--native output, where C frames of the eval loop,
     the trampolines and the C library stand between and around the Python ones); otherwise the innermost
     frame must be chain[0] and the chain must follow it directly."""
+    return stack_chain_counts(raw_stacks(raw), chain, filename, file_frames_only)
+
+
+def stack_chain_counts(stacks, chain, filename: str, file_frames_only: bool = False) -> dict:
+    """chain_counts of stacks ((frames innermost first as (function, file), count) each), whichever profiler
+    wrote them."""
     process = inside = full = 0
     want = [(f, filename) for f in chain]
-    for frames, n in raw_stacks(raw):
+    for frames, n in stacks:
         process += n
         if file_frames_only:
             frames = [f for f in frames if f[1] == filename]

@@ -37,6 +37,7 @@ class CellRunner:
         self.src = workdir / "src"
         self.tmp = workdir / "tmp"
         self.extra_mounts: dict[Path, str] = {}   # e.g. a tool's binary, read by the command
+        self.extra_caps: list[str] = []           # e.g. SYS_PTRACE for a profiler that reads another process
 
     def run(self, command, env=None, timeout=900, perf=True) -> containers.RunResult:
         """command (a list, or a string for `sh -c`) in a fresh container; perf: with the perf capability and
@@ -48,7 +49,7 @@ class CellRunner:
         return containers.run(
             self.client, self.image, command,
             mounts={self.src: "/src", self.tmp: "/tmp", **self.extra_mounts},
-            cap_add=[self.cap] if (perf and self.cap) else [],
+            cap_add=([self.cap] if (perf and self.cap) else []) + self.extra_caps,
             env=env, timeout=timeout,
         )
 
