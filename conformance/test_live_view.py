@@ -87,8 +87,10 @@ def test_live_view_names_the_python_chain(cell, docker_client, tmp_path, record_
 
 
 def test_live_refuses_perf_jit(cell, docker_client, tmp_path):
-    if cell.foreign or "perf_jit" not in cell.modes:
-        not_applicable("mode:perf_jit", f"{cell.name} does not claim -X perf_jit")
+    if cell.foreign:
+        not_applicable("foreign", f"{cell.name}: perf cannot sample under qemu-user")
+    if "perf_jit" not in cell.backends:
+        not_applicable("backend:perf_jit", f"{cell.name}'s interpreter does not offer -X perf_jit")
     container = _start(cell, docker_client, tmp_path / "gate", "perf_jit")
     try:
         _started(container)
