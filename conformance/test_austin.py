@@ -17,7 +17,7 @@ from cpython_perf.image import tools
 from cpython_perf.record import austin, py_spy
 
 from conftest import MATRIX, not_applicable
-from test_py_spy import CHAIN, MIN_WHOLE, PROGRAM, PROGRAM_NAME
+from test_py_spy import CHAIN, PROGRAM, PROGRAM_NAME, chain_failures
 
 INTERVAL_US = 1000
 
@@ -51,10 +51,5 @@ def test_austin_sees_the_chain(cell, runner_for, record_property):
         text = viewer_readers.austin_text(runner.src / output, runner.src / f"{output}.txt")
         counts = py_spy.stack_chain_counts(austin.collapsed_stacks(text), CHAIN, program)
         record_property(f"austin {label}", f"{counts['full_chain_samples']}/{counts['inside_samples']}")
-        print(f"{label}: {counts['inside_samples']} samples in leaf, {counts['full_chain_samples']} with the chain")
-        if counts["inside_samples"] < 100:
-            failures.append(f"{label}: only {counts['inside_samples']} samples in leaf of {counts['process_samples']}")
-        elif counts["fraction"] < MIN_WHOLE:
-            failures.append(f"{label}: {counts['full_chain_samples']} of {counts['inside_samples']} samples in leaf "
-                            f"show {' <- '.join(CHAIN)} (at least {MIN_WHOLE:.0%})")
+        failures += chain_failures(label, counts)
     assert not failures, "; ".join(failures)

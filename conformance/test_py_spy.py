@@ -81,10 +81,16 @@ def test_py_spy_sees_the_chain(cell, native, runner_for, py_spy_binary, record_p
         counts = py_spy.chain_counts(raw, CHAIN, program, file_frames_only=native)
         label = f"-X {backend}" if backend else "inactive"
         record_property(f"py_spy {'native' if native else 'frames'} {label}", f"{counts['full_chain_samples']}/{counts['inside_samples']}")
-        print(f"{label}: {counts['inside_samples']} samples in leaf, {counts['full_chain_samples']} with the chain")
-        if counts["inside_samples"] < 100:
-            failures.append(f"{label}: only {counts['inside_samples']} samples in leaf of {counts['process_samples']}")
-        elif counts["fraction"] < MIN_WHOLE:
-            failures.append(f"{label}: {counts['full_chain_samples']} of {counts['inside_samples']} samples in leaf show "
-                            f"{' <- '.join(CHAIN)} (at least {MIN_WHOLE:.0%})")
+        failures += chain_failures(label, counts)
     assert not failures, "; ".join(failures)
+
+
+def chain_failures(label: str, counts: dict) -> list[str]:
+    """What a run's chain counts (py_spy.stack_chain_counts) break of the rule, printed first; [] when it holds."""
+    print(f"{label}: {counts['inside_samples']} samples in leaf, {counts['full_chain_samples']} with the chain")
+    if counts["inside_samples"] < 100:
+        return [f"{label}: only {counts['inside_samples']} samples in leaf of {counts['process_samples']}"]
+    if counts["fraction"] < MIN_WHOLE:
+        return [f"{label}: {counts['full_chain_samples']} of {counts['inside_samples']} samples in leaf show "
+                f"{' <- '.join(CHAIN)} (at least {MIN_WHOLE:.0%})"]
+    return []
