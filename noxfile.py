@@ -203,6 +203,8 @@ BENCH_GROUPS = {
     "bench": ("wallclock", "runtime overhead on the project's own workloads, wall clock"),
     "bench-instructions": ("instructions", "the project's own workloads as cachegrind instruction counts"),
     "bench-fidelity": ("fidelity", "attribution fidelity (perf, samply, py-spy), perf's cost, map growth"),
+    "bench-profilers": ("profilers", "perf beside py-spy, Austin and profiling.sampling on the same workloads: "
+                                     "slowdown from interleaved rounds, attribution"),
     "bench-build": ("build", "cold image build, no-change rebuild, the same build on the host"),
     "bench-jit-pipeline": ("jit-pipeline", "-X perf_jit's record, perf inject --jit or jit-inject, and perf script "
                                            "against N code objects"),

@@ -3,7 +3,7 @@ results/bench/<group>-<UTC time>.json and refresh BENCHMARKS.md (cpython_perf.be
 
 GROUP: suite (the standard suite), wallclock (the project's own workloads, timed), instructions (the same
 workloads, counted), fidelity, build, jit-pipeline (perf_jit's record, inject and script against N code
-objects); `summary` only rewrites BENCHMARKS.md from the latest results file of
+objects), profilers (perf beside py-spy, Austin and profiling.sampling); `summary` only rewrites BENCHMARKS.md from the latest results file of
 every group.  `python -m cpython_perf.bench [GROUP] ...` runs the same, wallclock where no group is named.
 """
 
@@ -15,11 +15,11 @@ from pathlib import Path
 
 from ..matrix import load_matrix
 from ..subcommands import Command, log, main_of
-from . import build_cost, fidelity, instructions, jit_pipeline, suite, summary, wallclock
+from . import build_cost, fidelity, instructions, jit_pipeline, profilers, suite, summary, wallclock
 from .common import RESULTS_DIR, SUMMARY, write_results
 
 GROUPS = {"wallclock": wallclock, "suite": suite, "instructions": instructions, "fidelity": fidelity,
-          "build": build_cost, "jit-pipeline": jit_pipeline}
+          "build": build_cost, "jit-pipeline": jit_pipeline, "profilers": profilers}
 DEFAULT_GROUP = "wallclock"   # of `python -m cpython_perf.bench` without a group
 SUMMARY_DESCRIPTION = "Rewrite BENCHMARKS.md and the page of each results file (results/bench/<group>-<UTC time>.md)."
 
@@ -65,7 +65,7 @@ def _run_command(args) -> None:
 
 
 COMMAND = Command("bench", "the benchmarks: run one group (suite, wallclock, instructions, fidelity, build, "
-                           "jit-pipeline) or "
+                           "jit-pipeline, profilers) or "
                            "rewrite BENCHMARKS.md (summary) (cpython_perf/bench/)", add_arguments, _run_command,
                   description="Run one benchmark group, write its results/bench/<group>-<UTC time>.json and "
                               "refresh BENCHMARKS.md; or (summary) only rewrite BENCHMARKS.md.")

@@ -131,9 +131,6 @@ def record_options(target: Target, mode: str, frequency: int) -> list[str]:
     the given frequency."""
     from ..record.perf_runs import record_options as suite_options
 
-    options = suite_options(target.run_spec, mode)
     if frequency <= 0:
         raise DriverError(f"--frequency must be a positive number of samples a second, not {frequency}")
-    i = options.index("-F")
-    options[i + 1] = str(frequency)
-    return options
+    return suite_options(target.run_spec, mode, frequency=frequency)

@@ -13,9 +13,10 @@ MOUNT = "/opt/austin"
 CAPABILITY = "SYS_PTRACE"
 
 
-def record_command(binary: str, argv: list[str], output: str, interval_us: int) -> list[str]:
-    """Austin sampling argv (which it starts) every interval_us microseconds, its MOJO output to output."""
-    return [binary, "-i", f"{interval_us}us", "-o", output, *argv]
+def record_command(binary: str, argv: list[str], output: str, interval_us: int, children: bool = False) -> list[str]:
+    """Austin sampling argv (which it starts; with children its child processes too, -C) every interval_us
+    microseconds, its MOJO output to output."""
+    return [binary, "-i", f"{interval_us}us", *(["-C"] if children else []), "-o", output, *argv]
 
 
 def collapsed_stacks(text: str) -> list[tuple[list[tuple[str, str]], int]]:

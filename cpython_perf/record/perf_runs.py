@@ -64,17 +64,25 @@ GUEST_SAMPLE_FREQUENCY = 999
 GUEST_DWARF_SAMPLE_FREQUENCY = 250
 
 
-def record_options(cell: Cell, mode: str | None, event: str | None = None) -> list[str]:
-    """perf record options for a mode (None: frame-pointer call graphs, nothing activated).
+def record_options(cell: Cell, mode: str | None, event: str | None = None,
+                   frequency: int = SAMPLE_FREQUENCY) -> list[str]:
+    """perf record options for a mode (None: frame-pointer call graphs, nothing activated) at frequency.
     event: the host's sampling event (perf_event.host_event; None: perf's default); a foreign cell's guest
-    always samples with GUEST_EVENT."""
-    options = [*(["-e", event] if event else []), "-F", str(SAMPLE_FREQUENCY), "-g"]
+    always samples with GUEST_EVENT at the guest's rates."""
     if cell.foreign:
         rate = GUEST_DWARF_SAMPLE_FREQUENCY if mode == "perf_jit" else GUEST_SAMPLE_FREQUENCY
-        options = ["-e", GUEST_EVENT, "-F", str(rate), "-g"]
+        return mode_record_options(mode, rate, GUEST_EVENT, cell.variant.dwarf_stack_size)
+    return mode_record_options(mode, frequency, event, cell.variant.dwarf_stack_size)
+
+
+def mode_record_options(mode: str | None, frequency: int, event: str | None = None,
+                        dwarf_stack: int | None = None) -> list[str]:
+    """perf record options of a mode at a sampling frequency: frame-pointer call graphs, or for perf_jit the
+    dwarf call graphs (dwarf_stack bytes of stack a sample; None: perf's default) with the monotonic clock
+    that perf inject --jit needs.  A shell expands $(dwarf_mmap) (DWARF_MMAP_FUNCTION) in them."""
+    options = [*(["-e", event] if event else []), "-F", str(frequency), "-g"]
     if mode == "perf_jit":
-        stack = cell.variant.dwarf_stack_size
-        options += ["-k", "1", "--call-graph", f"dwarf,{stack}" if stack else "dwarf", "-m", "$(dwarf_mmap)"]
+        options += ["-k", "1", "--call-graph", f"dwarf,{dwarf_stack}" if dwarf_stack else "dwarf", "-m", "$(dwarf_mmap)"]
     return options
 
 

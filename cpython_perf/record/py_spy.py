@@ -22,10 +22,12 @@ MOUNT = "/opt/py-spy"
 FRAME = re.compile(r"^(?P<function>.*) \((?P<file>.*?)(?::(?P<line>\d+))?\)$")
 
 
-def record_command(binary: str, argv: list[str], output: str, rate: int, native: bool = False) -> list[str]:
-    """py-spy record of argv (which it starts and follows), raw output with full file names to output."""
+def record_command(binary: str, argv: list[str], output: str, rate: int, native: bool = False,
+                   subprocesses: bool = False) -> list[str]:
+    """py-spy record of argv (which it starts and follows; with subprocesses its child processes too), raw
+    output with full file names to output."""
     return [binary, "record", "-r", str(rate), "-f", "raw", "--full-filenames", *(["--native"] if native else []),
-            "-o", output, "--", *argv]
+            *(["--subprocesses"] if subprocesses else []), "-o", output, "--", *argv]
 
 
 def raw_stacks(raw: str) -> list[tuple[list[tuple[str, str]], int]]:
