@@ -108,20 +108,8 @@ def perf_stacks(text: str) -> list[tuple[list[tuple[str, str, str]], int]]:
 def py_spy_stacks(raw: str) -> list[tuple[list[tuple[str, str, str]], int]]:
     """py-spy's raw output: `function (file:line)` is Python; with --native, `function (dso)` and
     `0xADDRESS (?)` are native."""
-    out = []
-    for line in raw.splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not stack or not count.isdigit():
-            continue
-        frames = []
-        for frame in stack.split(";"):
-            m = py_spy.FRAME.match(frame)
-            if m and m.group("line") is not None:
-                frames.append((PY, m.group("function"), m.group("file")))
-            else:
-                frames.append((NATIVE, m.group("function") if m else frame, m.group("file") if m else ""))
-        out.append((frames[::-1], int(count)))
-    return out
+    return [([(PY if python else NATIVE, function, file) for function, file, python in frames], n)
+            for frames, n in py_spy.raw_frames(raw)]
 
 
 def austin_stacks(text: str) -> list[tuple[list[tuple[str, str, str]], int]]:

@@ -30,8 +30,9 @@ def record_command(binary: str, argv: list[str], output: str, rate: int, native:
             *(["--subprocesses"] if subprocesses else []), "-o", output, "--", *argv]
 
 
-def raw_stacks(raw: str) -> list[tuple[list[tuple[str, str]], int]]:
-    """(frames innermost first as (function, file), count) of each line of raw output."""
+def raw_frames(raw: str) -> list[tuple[list[tuple[str, str, bool]], int]]:
+    """(frames innermost first as (function, file or dso, whether Python: it has a line), count) of each line of
+    raw output."""
     out = []
     for line in raw.splitlines():
         stack, _, count = line.rpartition(" ")
@@ -40,9 +41,15 @@ def raw_stacks(raw: str) -> list[tuple[list[tuple[str, str]], int]]:
         frames = []
         for frame in stack.split(";"):
             m = FRAME.match(frame)
-            frames.append((m.group("function"), m.group("file")) if m else (frame, ""))
+            frames.append((m.group("function"), m.group("file"), m.group("line") is not None) if m
+                          else (frame, "", False))
         out.append((frames[::-1], int(count)))
     return out
+
+
+def raw_stacks(raw: str) -> list[tuple[list[tuple[str, str]], int]]:
+    """(frames innermost first as (function, file), count) of each line of raw output."""
+    return [([(function, file) for function, file, _ in frames], n) for frames, n in raw_frames(raw)]
 
 
 def chain_counts(raw: str, chain, filename: str, file_frames_only: bool = False) -> dict:
