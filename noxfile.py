@@ -199,7 +199,7 @@ def profile(session):
 # results/bench/<group>-<UTC time>.json and refreshes BENCHMARKS.md from the latest file of every group.
 BENCH_GROUPS = {
     "bench-suite": ("suite", "the standard suite (pyperformance's stdlib-only benchmarks): cachegrind counts, "
-                             "pyperf wall clock with --wallclock"),
+                             "pyperf wall clock in interleaved pairs with --wallclock"),
     "bench": ("wallclock", "runtime overhead on the project's own workloads, wall clock"),
     "bench-instructions": ("instructions", "the project's own workloads as cachegrind instruction counts"),
     "bench-fidelity": ("fidelity", "attribution fidelity (perf, samply, py-spy), perf's cost, map growth"),

@@ -7,7 +7,7 @@
     suite_plan          the stdlib-only benchmarks a cell runs (MANIFEST, requires-python); comparisons with images
     suite_containers    a benchmark file run in a cell's container (the suite's files read-only, pyperf on PYTHONPATH)
     suite_counts        cachegrind instruction counts per benchmark: L and 2L loops, the trampoline's maps checked
-    suite_wallclock     pyperf's own timing runs and `pyperf compare_to`'s verdicts
+    suite_wallclock     pyperf's own timing runs in interleaved pairs, and their verdicts
     suite_results_file  results/bench/suite-<time>.json: its contents, saved after each measurement, analysed
     suite_page          a run's page (results/bench/suite-<time>.md) and the verdicts BENCHMARKS.md shows
   instructions  the project's own workloads as cachegrind instruction counts (and the valgrind images)

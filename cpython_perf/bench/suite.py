@@ -18,8 +18,9 @@ This module is the group (cpython_perf.bench.command): its arguments and a run, 
   PYTHONHASHSEED=0.  After each run the container's /tmp is listed: a perf map or jitdump must exist
   exactly when the configuration activates a trampoline;
 - suite_wallclock, wall clock (`--wallclock`): pyperf's own runs (`--fast`, worker processes, the mode
-  activated by PYTHONPERFSUPPORT / PYTHON_PERF_JIT_SUPPORT, inherited by the workers), compared with
-  `pyperf compare_to`: its t-test decides whether a difference is significant on the measuring host.
+  activated by PYTHONPERFSUPPORT / PYTHON_PERF_JIT_SUPPORT, inherited by the workers), in interleaved pairs
+  (`--pairs` rounds, each configuration once a round in a fresh container, the order rotated): the median of
+  the per-round ratios, and a difference called only where the signed-rank test over the pairs says so.
 
 Writes results/bench/suite-<UTC time>.json (suite_results_file: rewritten after every measurement,
 "complete": false until the end) and refreshes BENCHMARKS.md, with the run's page (suite_page).
@@ -38,7 +39,7 @@ from .suite_counts import count_benchmarks
 from .suite_pins import CONFIG, SuiteConfig, SuiteFiles, load_config, prepare
 from .suite_plan import benchmarks_of_every_cell, comparisons_with_images, read_manifest, select
 from .suite_results_file import Progress, analyse_suite, new_results, nothing_run
-from .suite_wallclock import measure_wallclock
+from .suite_wallclock import PAIRS, measure_wallclock
 # what a group names besides arguments, run and report: its results files, the newest one, a run's page
 # (cpython_perf.bench.command and cpython_perf.bench.summary)
 from .suite_page import render_markdown  # noqa: F401
@@ -46,8 +47,9 @@ from .suite_results_file import GROUP, latest_results  # noqa: F401
 
 
 def measure(matrix: Matrix, cells: list[Cell], *, config: SuiteConfig, only: list[str] | None, kinds=KINDS,
-            instructions: bool = True, wallclock: bool = False, rigor: str = "fast", existing_images: bool = False,
-            directory: Path = RESULTS_DIR, log=print, files: SuiteFiles | None = None) -> dict:
+            instructions: bool = True, wallclock: bool = False, rigor: str = "fast", pairs: int = PAIRS,
+            existing_images: bool = False, directory: Path = RESULTS_DIR, log=print,
+            files: SuiteFiles | None = None) -> dict:
     """A run of the suite on cells: the plan, the benchmarks, the counts and the wall clock, the comparisons;
     the results file under directory rewritten after every measurement."""
     plan = plan_comparisons(matrix, cells, kinds)
@@ -73,7 +75,7 @@ def measure(matrix: Matrix, cells: list[Cell], *, config: SuiteConfig, only: lis
         left_out={name: left for name, (_, left) in selection.items()},
         stdlib_only={cell.name: [b.name for b in select(manifest, cell.version, config.exclude)[0]]
                      for cell in cells_used},
-        not_run=not_run, instructions=instructions, wallclock=wallclock, rigor=rigor, only=only)
+        not_run=not_run, instructions=instructions, wallclock=wallclock, rigor=rigor, only=only, pairs=pairs)
     progress = Progress(results, Path(directory))
     log(f"standard suite: {len(order)} benchmarks in every cell ({', '.join(order)}); configurations: "
         f"{', '.join(c.key for c in configs)}")
@@ -82,7 +84,7 @@ def measure(matrix: Matrix, cells: list[Cell], *, config: SuiteConfig, only: lis
         count_benchmarks(client, cell_images_, files, configs, benchmarks, config.min_loop_instructions,
                          results["instructions"], progress, log)
     if wallclock:
-        measure_wallclock(client, cell_images_, files, configs, benchmarks, rigor, results, progress, log)
+        measure_wallclock(client, cell_images_, files, configs, benchmarks, rigor, results, progress, log, pairs)
     results["complete"] = True
     results["comparisons"] = analyse_suite(results)
     progress.save()
@@ -97,7 +99,10 @@ def arguments(parser) -> None:
     parser.add_argument("--kind", action="append", choices=KINDS, dest="kinds",
                         help="comparisons to make (repeatable; default: all): mode, vanilla, variant")
     parser.add_argument("--no-instructions", action="store_true", help="skip the cachegrind counts")
-    parser.add_argument("--wallclock", action="store_true", help="also run pyperf's timing and compare_to")
+    parser.add_argument("--wallclock", action="store_true",
+                        help="also time each benchmark with pyperf, in interleaved pairs of fresh containers")
+    parser.add_argument("--pairs", type=int, default=PAIRS,
+                        help=f"rounds of the wall clock: pairs per comparison and benchmark (default {PAIRS})")
     parser.add_argument("--rigor", choices=("fast", "rigorous"), default="fast",
                         help="pyperf's --fast (default) or --rigorous for the wall-clock runs")
     parser.add_argument("--existing-images", action="store_true",
@@ -109,8 +114,11 @@ def run(matrix, cells, args, log) -> dict:
     only = [n for n in args.benchmarks.split(",") if n] if args.benchmarks else None
     if args.no_instructions and not args.wallclock:
         raise DriverError("--no-instructions without --wallclock measures nothing")
+    if args.pairs < 6:
+        raise DriverError(f"--pairs {args.pairs}: the signed-rank test cannot call a difference at p < 0.05 with "
+                          "fewer than 6 pairs; give --pairs 6 or more (default 8)")
     return measure(matrix, cells, config=load_config(Path(args.config)), only=only, kinds=tuple(args.kinds or KINDS),
-                   instructions=not args.no_instructions, wallclock=args.wallclock, rigor=args.rigor,
+                   instructions=not args.no_instructions, wallclock=args.wallclock, rigor=args.rigor, pairs=args.pairs,
                    existing_images=args.existing_images, directory=Path(args.results), log=log)
 
 

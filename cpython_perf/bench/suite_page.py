@@ -7,8 +7,17 @@ from __future__ import annotations
 
 import re
 
-from .suite_results_file import analyse_suite
-from .suite_wallclock import verdict_text
+from .suite_results_file import analyse_suite, timed_in_pairs
+
+# pyperf compare_to of two one-benchmark files named each side by its path (the suite's
+# <configuration>/<benchmark>.json), which runs timed before the pairs kept in their verdicts
+_RESULT_FILE = re.compile(r"\S*/(?P<configuration>[^/\s]+)/[^/\s]+\.json\b")
+
+
+def verdict_text(text: str) -> str:
+    """A stored wall-clock verdict with each side named by its configuration rather than by the path of a
+    pyperf result file on the measuring host (compare_to's verdicts of runs timed before the pairs)."""
+    return _RESULT_FILE.sub(lambda m: m.group("configuration"), text.replace("[", "").replace("]", ""))
 
 
 def anchor(entry: dict, created: str = "") -> str:
@@ -34,8 +43,8 @@ _SPEED = re.compile(r"(?:[\d.]+x (?:slower|faster)|no change)$")
 
 
 def wallclock_summary(verdicts: dict | None, names, brief: bool = False) -> str:
-    """pyperf compare_to over a comparison's benchmarks: what was significant, else 'not significant' (brief:
-    each significant benchmark with pyperf's speed verdict alone, "1.10x slower", without the means)."""
+    """The wall clock over a comparison's benchmarks: what was significant, else 'not significant' (brief: each
+    significant benchmark with its speed alone, "1.10x slower", without the figures)."""
     if not verdicts:
         return "not measured"
     shown = [n for n in names if n in verdicts] or list(verdicts)
@@ -62,6 +71,28 @@ def _subset_note(results: dict) -> str:
             f"these cells run; not measured in this run: {', '.join(rest)}.")
 
 
+def _wallclock_method(results: dict) -> str:
+    rigor = results["settings"].get("rigor", "fast")
+    if timed_in_pairs(results):
+        return ("- Wall clock (where run): interleaved pairs: each round runs every configuration once, each in a "
+                f"fresh container, in rotated order, {results['settings'].get('pairs', '?')} rounds; a run is "
+                f"pyperf's own (`--{rigor}`: worker processes, mode activated by PYTHONPERFSUPPORT / "
+                "PYTHON_PERF_JIT_SUPPORT inherited by them) and gives its mean. Per benchmark: the median of the "
+                "rounds' ratios B/A, their quartiles, and how many rounds B was slower in; a difference is called only "
+                "where the exact Wilcoxon signed-rank test over the pairs gives p < 0.05, otherwise \"not "
+                "significant\".")
+    return (f"- Wall clock (where run): pyperf's own runs (`--{rigor}`: worker processes, mode activated by "
+            "PYTHONPERFSUPPORT / PYTHON_PERF_JIT_SUPPORT inherited by them), every run of one configuration after "
+            "the other's, `pyperf compare_to` per comparison: a difference was reported where its t-test called it "
+            "significant, otherwise \"not significant\". Runs timed that way let the measuring host's drift between "
+            "the two halves pass for a difference: BENCHMARKS.md's table shows only wall clock timed in "
+            "interleaved pairs.")
+
+
+def _wallclock_heading(results: dict) -> str:
+    return "wall clock (interleaved pairs)" if timed_in_pairs(results) else "wall clock (pyperf compare_to)"
+
+
 def render_markdown(results: dict, source: str = "") -> str:
     """The standard suite's Markdown of a run (its page): method, machine, interpreters, one table per comparison."""
     analysed = analyse_suite(results)
@@ -86,16 +117,14 @@ def render_markdown(results: dict, source: str = "") -> str:
         "instructions, chosen on the first configuration, used for all. PYTHONHASHSEED=0. After each run the "
         "container's /tmp must hold a perf map / jitdump exactly when the configuration activates a trampoline. "
         "Ratio B/A above 1: B executes more instructions; geometric mean over the benchmarks both sides ran.",
-        "- Wall clock (where run): pyperf's own runs (`--fast`: worker processes, mode activated by "
-        "PYTHONPERFSUPPORT / PYTHON_PERF_JIT_SUPPORT inherited by them), `pyperf compare_to` per comparison: a "
-        "difference is reported only where its t-test calls it significant, otherwise \"not significant\".",
+        _wallclock_method(results),
     ]
     machine, settings = results.get("machine") or {}, results["settings"]
     if machine:
         lines.append(f"- Machine: {machine.get('cpu', 'unknown CPU')} ({machine.get('arch', '?')}), "
                      f"{machine.get('nproc', '?')} CPUs, kernel {machine.get('kernel', '?')}; measured: "
                      + ", ".join(what for what, done in (("instruction counts", settings.get("instructions", True)),
-                                                         (f"wall clock (pyperf --{settings.get('rigor', 'fast')})",
+                                                         (_wallclock_heading(results),
                                                           settings.get("wallclock"))) if done) + ".")
     seconds = ins.get("seconds", {})
     counted = {k: len(v) for k, v in ins["timings"].items()}
@@ -128,7 +157,7 @@ def render_markdown(results: dict, source: str = "") -> str:
         lines += ["", f'<a id="{anchor(entry, results["created"])}"></a>', f"### {entry['title']}", "",
                   f"A = `{entry['a']}`, B = `{entry['b']}`. Target: {entry['target'] or '-'}.", ""]
         if entry["workloads"]:
-            lines += ["| benchmark | instructions a loop A | B | ratio B/A | wall clock (pyperf compare_to) |",
+            lines += [f"| benchmark | instructions a loop A | B | ratio B/A | {_wallclock_heading(results)} |",
                       "| --- | ---: | ---: | ---: | --- |"]
             for name, row in entry["workloads"].items():
                 wall = (entry.get("wallclock") or {}).get(name)

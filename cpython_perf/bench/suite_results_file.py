@@ -30,10 +30,20 @@ class Progress:
         return self.path
 
 
+PAIRS_METHOD = "interleaved pairs"   # settings["wallclock_method"] of a run whose wall clock was timed in pairs
+
+
+def timed_in_pairs(results: dict) -> bool:
+    """Whether a run's wall clock was timed in interleaved pairs (cpython_perf.bench.suite_wallclock); runs before
+    that timed each configuration's runs after the other's and judged them by `pyperf compare_to`, which lets the
+    measuring host's drift pass for a difference: their pages show those verdicts, BENCHMARKS.md's table does not."""
+    return results.get("settings", {}).get("wallclock_method") == PAIRS_METHOD
+
+
 def new_results(config: SuiteConfig, plan: list[Comparison], configs: list[Configuration], cells: list[Cell],
                 measured: dict[str, dict], order: list[str], left_out: dict[str, dict[str, str]],
                 stdlib_only: dict[str, list[str]], not_run: list[dict], *, instructions: bool, wallclock: bool,
-                rigor: str, only: list[str] | None) -> dict:
+                rigor: str, only: list[str] | None, pairs: int = 0) -> dict:
     """The results of a run about to measure: its suite, settings, benchmarks (order: those every cell runs;
     left_out: cell -> {name: reason}; stdlib_only: cell -> every benchmark it could run), cells (measured: cell
     -> its image, as instructions.cell_images found it), configurations and comparisons, nothing measured yet."""
@@ -45,7 +55,8 @@ def new_results(config: SuiteConfig, plan: list[Comparison], configs: list[Confi
                   "config": str(config.path.relative_to(PROJECT_ROOT)) if config.path.is_relative_to(PROJECT_ROOT) else str(config.path),
                   "min_loop_instructions": config.min_loop_instructions},
         "settings": {"instructions": instructions, "wallclock": wallclock, "rigor": rigor, "only": only,
-                     "order": [c.key for c in configs]},
+                     "order": [c.key for c in configs],
+                     **({"wallclock_method": PAIRS_METHOD, "pairs": pairs} if wallclock else {})},
         "benchmarks": order,
         "left_out": left_out,
         "stdlib_only": stdlib_only,
@@ -57,8 +68,8 @@ def new_results(config: SuiteConfig, plan: list[Comparison], configs: list[Confi
         "not_run": not_run,
         "instructions": {"loops": {}, "timings": {c.key: {} for c in configs}, "raw": {c.key: {} for c in configs},
                          "failures": {}, "seconds": {c.key: 0.0 for c in configs}},
-        "wallclock": {"files": {}, "means": {c.key: {} for c in configs}, "compare": [], "failures": {},
-                      "seconds": {c.key: 0.0 for c in configs}},
+        "wallclock": {"files": {}, "means": {c.key: {} for c in configs}, "rounds": {}, "compare": [],
+                      "failures": {}, "seconds": {c.key: 0.0 for c in configs}},
     }
 
 
@@ -79,8 +90,8 @@ def nothing_run(config: SuiteConfig, not_run: list[dict], kinds, only) -> dict:
 
 
 def analyse_suite(results: dict) -> list[dict]:
-    """common.analyse over the instruction counts (benchmarks both sides counted), with pyperf's wall-clock
-    verdicts attached per benchmark and comparison."""
+    """common.analyse over the instruction counts (benchmarks both sides counted), with the wall-clock verdicts
+    attached per benchmark and comparison."""
     ins = results["instructions"]
     shaped = {"timings": ins["timings"], "configurations": results["configurations"], "cells": results["cells"],
               "comparisons": [c for c in results["comparisons_planned"]

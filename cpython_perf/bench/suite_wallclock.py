@@ -1,23 +1,25 @@
-"""The standard suite's wall clock (`bench suite --wallclock`): pyperf's own runs of each benchmark in the cell
-images (`--fast` or `--rigorous`, worker processes, the mode activated by PYTHONPERFSUPPORT /
-PYTHON_PERF_JIT_SUPPORT, inherited by the workers), compared with `pyperf compare_to` on this host: its t-test
-decides whether a difference is significant on the measuring host.
+"""The standard suite's wall clock (`bench suite --wallclock`), timed in interleaved pairs.
+
+Each benchmark is timed by pyperf's own run (`--fast` or `--rigorous`, worker processes, the mode activated by
+PYTHONPERFSUPPORT / PYTHON_PERF_JIT_SUPPORT, inherited by the workers) in a fresh container, once per
+configuration per round, the configurations of a round in rotated order (A B, then B A, ...), for --pairs rounds:
+whatever drifts on the measuring host (other jobs, thermal state, the page cache) hits both sides of a pair
+alike. A comparison's figure per benchmark is the median of the per-round ratios B/A with their quartiles, and
+a difference is called only where the exact Wilcoxon signed-rank test over those pairs gives p < 0.05. Timing
+one configuration's runs after the other's (as `pyperf compare_to` over two such files would judge them) lets
+the host's drift between the two halves pass for a difference.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
-import re
-import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from ..errors import DriverError
-from .common import INACTIVE, NOT_SIGNIFICANT, Configuration
+from .common import INACTIVE, NOT_SIGNIFICANT, Configuration, summarize
 from .suite_containers import CONTAINER_PYPERF, last_error, run_benchmark
 from .suite_pins import SuiteFiles
 from .suite_plan import Benchmark
@@ -38,52 +40,8 @@ def wallclock_env(config: Configuration) -> dict[str, str]:
     return env
 
 
-_ONE = re.compile(r"^(?:(?P<name>[^\s:]+): )?Mean \+- std dev: .* -> .*: (?P<speed>[\d.]+x (?:slower|faster)|no change)$")
-_HIDDEN = re.compile(r"^Benchmark hidden because not significant \(\d+\): (?P<names>.*)$")
-# compare_to of two one-benchmark files names each side by its path (the suite's <configuration>/<benchmark>.json)
-_RESULT_FILE = re.compile(r"\S*/(?P<configuration>[^/\s]+)/[^/\s]+\.json\b")
-
-
-def verdict_text(text: str) -> str:
-    """A compare_to line's figures with each side named by its configuration (as compare_to names a
-    multi-benchmark file) rather than by the path of its result file, which is the measuring host's."""
-    return _RESULT_FILE.sub(lambda m: m.group("configuration"), text.replace("[", "").replace("]", ""))
-
-
-def parse_compare_to(text: str, names: list[str] | None = None) -> dict[str, dict]:
-    """Per benchmark, from `pyperf compare_to A B` (without --table): whether pyperf's t-test calls the difference
-    significant ("name: Mean +- std dev: ... -> ...: 1.10x slower") or not ("Benchmark hidden because not
-    significant (N): a, b", or "Not significant!").  names: the benchmarks compared, for the one-benchmark form,
-    in which pyperf prints no name."""
-    out = {}
-    single = names[0] if names and len(names) == 1 else None
-    for line in text.splitlines():
-        line = line.strip()
-        hidden, one = _HIDDEN.match(line), _ONE.match(line)
-        if hidden:
-            for name in hidden.group("names").split(", "):
-                out[name.strip()] = {"significant": False, "text": NOT_SIGNIFICANT}
-        elif one and (one.group("name") or single):
-            out[one.group("name") or single] = {"significant": True,
-                                                "text": verdict_text(line.split("Mean +- std dev: ", 1)[1])}
-        elif line.endswith("Not significant!") and (":" in line or single):
-            name = line.split(":", 1)[0] if line != "Not significant!" else single
-            out[name] = {"significant": False, "text": NOT_SIGNIFICANT}
-    return out
-
-
-def pyperf_host_command(files: SuiteFiles, *args: str) -> list[str]:
-    return [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(files.pyperf_root)!r}); "
-            "import runpy; sys.argv[0] = 'pyperf'; runpy.run_module('pyperf', run_name='__main__')", *args]
-
-
-def compare_to(files: SuiteFiles, a: Path, b: Path, names: list[str] | None = None) -> tuple[str, dict[str, dict]]:
-    """`pyperf compare_to A B` with the pinned pyperf on this host: its text and its per-benchmark verdicts."""
-    result = subprocess.run(pyperf_host_command(files, "compare_to", "--min-speed", "0", str(a), str(b)),
-                            capture_output=True, text=True)
-    if result.returncode != 0:
-        raise DriverError(f"pyperf compare_to {a.name} {b.name} failed: {result.stderr[-800:]}")
-    return result.stdout, parse_compare_to(result.stdout, names)
+PAIRS = 8                          # rounds: each gives every comparison one pair
+ALPHA = 0.05                       # a difference is called where the signed-rank test's p is below this
 
 
 def load_pyperf_means(path: Path) -> dict[str, float]:
@@ -98,55 +56,115 @@ def load_pyperf_means(path: Path) -> dict[str, float]:
     return means
 
 
+def round_order(configs: list[Configuration], round_no: int) -> list[Configuration]:
+    """The configurations of one round, rotated by the round: each goes first as often as the others."""
+    k = round_no % len(configs) if configs else 0
+    return configs[k:] + configs[:k]
+
+
+def signed_rank_p(ratios: list[float]) -> float:
+    """Two-sided exact p of Wilcoxon's signed-rank test that the ratios' logarithms centre on 0 (ratios of 1
+    dropped, tied magnitudes given their mean rank).  The null distribution is counted exactly over the 2^n
+    sign assignments, in doubled ranks so that mean ranks stay integers."""
+    logs = [math.log(r) for r in ratios if r > 0 and abs(math.log(r)) > 1e-12]
+    n = len(logs)
+    if n == 0:
+        return 1.0
+    order = sorted(range(n), key=lambda i: abs(logs[i]))
+    doubled = [0] * n
+    i = 0
+    while i < n:
+        j = i
+        while j + 1 < n and math.isclose(abs(logs[order[j + 1]]), abs(logs[order[i]]), rel_tol=1e-12):
+            j += 1
+        for k in range(i, j + 1):
+            doubled[order[k]] = i + j + 2          # 2 x the mean of ranks i+1 .. j+1
+        i = j + 1
+    total = sum(doubled)
+    positive = sum(d for d, x in zip(doubled, logs) if x > 0)
+    counts = [0] * (total + 1)                     # ways to reach each sum of the positive signs' doubled ranks
+    counts[0] = 1
+    for d in doubled:
+        for s in range(total, d - 1, -1):
+            counts[s] += counts[s - d]
+    extreme = min(positive, total - positive)
+    tail = sum(counts[:extreme + 1])
+    return min(1.0, 2 * tail / 2 ** n)
+
+
+def speed(ratio: float) -> str:
+    """pyperf's words for a ratio B/A: "1.10x slower", "1.05x faster" or "no change"."""
+    if round(ratio, 2) == 1.0:
+        return "no change"
+    return f"{ratio:.2f}x slower" if ratio > 1 else f"{1 / ratio:.2f}x faster"
+
+
+def pair_verdict(a: list, b: list) -> dict | None:
+    """A benchmark's verdict from its timings on both sides, one per round (None where a run failed): the ratios
+    B/A of the rounds both sides ran, their median and quartiles, and whether the signed-rank test calls the
+    difference (its p below ALPHA)."""
+    ratios = [y / x for x, y in zip(a, b) if x and y]
+    if not ratios:
+        return None
+    stats = summarize(ratios)
+    p = signed_rank_p(ratios)
+    slower = sum(r > 1 for r in ratios)
+    figures = (f"median ratio {stats['median']:.3f} (quartiles {stats['q1']:.3f}-{stats['q3']:.3f}) over "
+               f"{len(ratios)} pairs, B slower in {slower}, p={p:.3f}")
+    significant = p < ALPHA
+    return {"significant": significant, "pairs": len(ratios), "median": stats["median"], "q1": stats["q1"],
+            "q3": stats["q3"], "slower": slower, "p": p,
+            "text": f"{figures}: {speed(stats['median'])}" if significant else f"{NOT_SIGNIFICANT} ({figures})"}
+
+
 def measure_wallclock(client, cell_images: dict[str, str], files: SuiteFiles, configs: list[Configuration],
-                      benchmarks: list[Benchmark], rigor: str, results: dict, progress, log=print) -> None:
-    """pyperf's own run of every benchmark in every configuration (its JSON kept under
-    results/bench/suite-<time>-pyperf/<configuration>/<benchmark>.json), then `pyperf compare_to` per comparison
-    and benchmark."""
+                      benchmarks: list[Benchmark], rigor: str, results: dict, progress, log=print,
+                      pairs: int = PAIRS) -> None:
+    """pyperf's run of each benchmark in each configuration, pairs rounds, the configurations of a round in
+    rotated order, each run in a fresh container: its mean into results["wallclock"]["rounds"][configuration]
+    [benchmark][round] (None where it failed); then every comparison's verdicts."""
     wall = results["wallclock"]
-    out_dir = Path(progress.directory) / f"suite-{results['created'].replace('-', '').replace(':', '')}-pyperf"
-    for config in configs:
-        config_dir = out_dir / config.key.replace(":", "_")
-        config_dir.mkdir(parents=True, exist_ok=True)
-        wall["files"][config.key] = str(config_dir.relative_to(out_dir.parent))
-        for benchmark in benchmarks:
-            started = time.monotonic()
-            command = wallclock_command(config, benchmark, f"{CONTAINER_OUT}/part.json", rigor)
-            with tempfile.TemporaryDirectory(prefix="cpython-perf-pyperf-") as tmp:
-                os.chmod(tmp, 0o777)
-                result = run_benchmark(client, cell_images[config.cell.name], command, files,
-                                       env=wallclock_env(config), mounts={Path(tmp): CONTAINER_OUT})
-                part = Path(tmp) / "part.json"
-                if result.exit_code != 0 or not part.exists():
+    rounds = wall.setdefault("rounds", {})
+    for benchmark in benchmarks:
+        for round_no in range(pairs):
+            for config in round_order(configs, round_no):
+                started = time.monotonic()
+                slots = rounds.setdefault(config.key, {}).setdefault(benchmark.name, [None] * pairs)
+                command = wallclock_command(config, benchmark, f"{CONTAINER_OUT}/part.json", rigor)
+                with tempfile.TemporaryDirectory(prefix="cpython-perf-pyperf-") as tmp:
+                    os.chmod(tmp, 0o777)
+                    result = run_benchmark(client, cell_images[config.cell.name], command, files,
+                                           env=wallclock_env(config), mounts={Path(tmp): CONTAINER_OUT})
+                    part = Path(tmp) / "part.json"
+                    mean = load_pyperf_means(part).get(benchmark.name) if part.is_file() else None
+                wall["seconds"][config.key] = wall["seconds"].get(config.key, 0.0) + time.monotonic() - started
+                if result.exit_code != 0 or mean is None:
                     wall["failures"].setdefault(config.key, {})[benchmark.name] = \
-                        f"exited {result.exit_code}: {last_error(result.stderr)}"
-                    log(f"{config.key} {benchmark.name} (wall clock): FAILED: {last_error(result.stderr)}")
-                    continue
-                shutil.copyfile(part, config_dir / f"{benchmark.name}.json")
-            wall["means"][config.key].update(load_pyperf_means(config_dir / f"{benchmark.name}.json"))
-            wall["seconds"][config.key] += time.monotonic() - started
-            log(f"{config.key} {benchmark.name} (wall clock): mean {wall['means'][config.key].get(benchmark.name, 0) * 1000:.2f} ms "
-                f"({time.monotonic() - started:.0f} s)")
-            progress.save()
-    compare_saved(results, files, out_dir.parent, [b.name for b in benchmarks])
+                        f"round {round_no + 1}: exited {result.exit_code}: {last_error(result.stderr)}"
+                    log(f"{config.key} {benchmark.name} round {round_no + 1} (wall clock): FAILED: "
+                        f"{last_error(result.stderr)}")
+                else:
+                    slots[round_no] = mean
+                    log(f"{config.key} {benchmark.name} round {round_no + 1}/{pairs} (wall clock): "
+                        f"mean {mean * 1000:.2f} ms ({time.monotonic() - started:.0f} s)")
+                progress.save()
+    for key, by_name in rounds.items():
+        done = {name: sorted(v for v in values if v is not None) for name, values in by_name.items()}
+        wall["means"][key] = {name: summarize(values)["median"] for name, values in done.items() if values}
+    compare_pairs(results)
     progress.save()
 
 
-def compare_saved(results: dict, files: SuiteFiles, directory: Path, names: list[str]) -> None:
-    """`pyperf compare_to` of every planned comparison and benchmark over the pyperf JSON files a wall-clock run
-    kept under directory (results["wallclock"]["files"]), into results["wallclock"]["compare"]."""
+def compare_pairs(results: dict) -> None:
+    """The verdict of every planned comparison and benchmark over the rounds both sides ran, into
+    results["wallclock"]["compare"]."""
     wall = results["wallclock"]
+    rounds = wall.get("rounds", {})
     wall["compare"] = []
     for comparison in results["comparisons_planned"]:
-        texts, verdicts = [], {}
-        for name in names:
-            if comparison["a"] not in wall["files"] or comparison["b"] not in wall["files"]:
-                continue
-            a = Path(directory) / wall["files"][comparison["a"]] / f"{name}.json"
-            b = Path(directory) / wall["files"][comparison["b"]] / f"{name}.json"
-            if a.exists() and b.exists():
-                text, found = compare_to(files, a, b, [name])
-                texts.append(f"{name}: {text.strip()}")
-                verdicts.update(found)
+        a, b = rounds.get(comparison["a"], {}), rounds.get(comparison["b"], {})
+        verdicts = {name: found for name in a if name in b
+                    for found in [pair_verdict(a[name], b[name])] if found}
         if verdicts:
-            wall["compare"].append({**comparison, "text": "\n".join(texts), "verdicts": verdicts})
+            wall["compare"].append({**comparison, "verdicts": verdicts,
+                                    "text": "\n".join(f"{n}: {v['text']}" for n, v in verdicts.items())})

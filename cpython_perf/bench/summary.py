@@ -107,7 +107,7 @@ def suite_entries(directory: Path) -> tuple[list[tuple[dict, dict, Path]], list[
             slot = by_pair.setdefault((entry["a"], entry["b"]), [None, None])
             if entry["workloads"] and slot[0] is None:
                 slot[0] = (entry, results, path)
-            if entry.get("wallclock") and slot[1] is None:
+            if entry.get("wallclock") and suite_results_file.timed_in_pairs(results) and slot[1] is None:
                 slot[1] = (entry["wallclock"], path)
         not_run += [dict(e, source=path) for e in results.get("not_run", [])]
     entries = []
@@ -176,12 +176,14 @@ def summary_table(directory: Path, summary: Path = SUMMARY) -> list[str]:
         "published and the project's target. **Measured** is the geometric mean, over the benchmarks counted, of the "
         "instruction count ratio B/A (cachegrind: "
         "deterministic to about 0.01% between runs, so it resolves 1% targets; it does not see cache or branch effects); "
-        "**wall clock** is `pyperf compare_to` on the measuring host (shared, 2 cores: see each run's Machine), given only where pyperf's t-test "
-        "calls the difference significant (each benchmark's pyperf figures are on the page of the run that timed it, "
-        "linked where that is not the run that counted it). The published "
+        "**wall clock** is timed on the measuring host (shared, 2 cores: see each run's Machine) in interleaved pairs "
+        "(each round runs both sides once, each in a fresh container, in rotated order; `bench suite --wallclock`), "
+        "given only where the signed-rank test over the pairs calls the difference (each benchmark's median ratio, "
+        "quartiles and p are on the page of the run that timed it, linked where that is not the run that counted "
+        "it); \"not measured\" where no run timed it that way. The published "
         "anchors are wall-clock figures on dedicated machines. Each comparison links its table on its run's page.",
         "",
-        "| comparison | benchmarks | measured (B/A) | wall clock (pyperf compare_to) | published anchor | target | verdict |",
+        "| comparison | benchmarks | measured (B/A) | wall clock (interleaved pairs) | published anchor | target | verdict |",
         "| --- | ---: | ---: | --- | --- | --- | --- |",
     ]
     order = {"vanilla": 0, "mode": 1, "variant": 2}
@@ -320,13 +322,14 @@ def newest_runs(directory: Path) -> tuple[dict[Path, set], dict[Path, set]]:
     superseded: dict[Path, set] = {}
     counted, timed = set(), set()
     for path in suite_files(directory):   # newest first
-        for entry in suite_results_file.analyse_suite(load_results(path)):
+        results = load_results(path)
+        for entry in suite_results_file.analyse_suite(results):
             pair = (entry["a"], entry["b"])
             newest = False
             if entry["workloads"] and pair not in counted:
                 counted.add(pair)
                 newest = True
-            if entry.get("wallclock") and pair not in timed:
+            if entry.get("wallclock") and suite_results_file.timed_in_pairs(results) and pair not in timed:
                 timed.add(pair)
                 newest = True
             (current if newest else superseded).setdefault(path, set()).add(pair)

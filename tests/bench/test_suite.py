@@ -224,35 +224,71 @@ def test_loop_arithmetic_and_errors():
         "KeyError: 'pyperf.hook'"
 
 
-COMPARE_TO = """\
-nbody: Mean +- std dev: [3.13-fp_inactive] 100 ms +- 1 ms -> [3.13-fp_perf] 110 ms +- 1 ms: 1.10x slower
-
-Benchmark hidden because not significant (2): go, json_dumps
-
-Geometric mean: 1.03x slower
-"""
+def rounds(a, b):
+    """The rounds dict of a wall-clock run: benchmark -> per-round means of sides a and b."""
+    return {"3.13-fp:inactive": {n: v[0] for n, v in a.items()}, "3.13-fp:perf": {n: v for n, v in b.items()}}
 
 
-def test_compare_to_parsing():
-    got = suite_wallclock.parse_compare_to(COMPARE_TO)
-    assert got["nbody"] == {"significant": True, "text": "3.13-fp_inactive 100 ms +- 1 ms -> 3.13-fp_perf 110 ms +- 1 ms: 1.10x slower"}
-    assert got["go"] == got["json_dumps"] == {"significant": False, "text": "not significant"}
-    assert suite_wallclock.parse_compare_to("Not significant!\n", ["nbody"]) == {"nbody": {"significant": False, "text": "not significant"}}
-    assert suite_page.wallclock_summary(got, ["nbody", "go", "json_dumps"]).startswith("1 of 3 significant: nbody 3.13")
-    assert suite_page.wallclock_summary({"go": got["go"]}, ["go"]) == "not significant (0 of 1)"
-    assert suite_page.wallclock_summary(got, ["nbody", "go", "json_dumps"], brief=True) == "1 of 3 significant: nbody 1.10x slower"
+SLOWER = [0.100, 0.102, 0.098, 0.101, 0.099, 0.100, 0.103, 0.097]   # nbody, A's rounds
 
 
-def test_compare_to_of_two_files_names_configurations_not_paths():
-    # compare_to of two one-benchmark files prints each file's path; a report shows the configuration
+def pair_wall(pair=None, **extra):
+    """A wall clock timed in pairs: nbody 10% slower in every round, go unchanged but for noise."""
+    pair = pair or {"kind": "mode", "a": "3.13-fp:inactive", "b": "3.13-fp:perf"}
+    go_a = [0.05, 0.051, 0.049, 0.05, 0.052, 0.048, 0.05, 0.05]
+    go_b = [0.0505, 0.0505, 0.0495, 0.0497, 0.0515, 0.0485, 0.0498, 0.0502]
+    results = {"comparisons_planned": [pair],
+               "wallclock": {"rounds": {pair["a"]: {"nbody": SLOWER, "go": go_a},
+                                        pair["b"]: {"nbody": [v * 1.1 for v in SLOWER], "go": go_b}}}}
+    suite_wallclock.compare_pairs(results)
+    return results["wallclock"]["compare"]
+
+
+def test_signed_rank_test_counts_the_exact_distribution():
+    p = suite_wallclock.signed_rank_p
+    assert p([1.1] * 8) == pytest.approx(2 / 256)           # every pair slower: the smallest p of 8 pairs
+    assert p([0.9] * 6) == pytest.approx(2 / 64) and p([0.9] * 6) < 0.05 < p([1.1] * 5) == pytest.approx(2 / 32)
+    assert p([1.0] * 8) == 1.0 and p([]) == 1.0               # ties with 1 carry no sign
+    # one faster pair, the largest in size, against seven slower tied ones (mean rank 4): W- = 8 of 36; by
+    # enumeration of the 256 sign assignments over the ranks [4] * 7 + [8]
+    ranks = [4] * 7 + [8]
+    tail = sum(1 for m in range(256) if sum(r for i, r in enumerate(ranks) if m >> i & 1) <= 8)
+    assert p([1.1] * 7 + [0.85]) == pytest.approx(2 * tail / 256)
+    # as scipy.stats.wilcoxon(method="exact") gives on the logarithms of these ratios
+    assert p([1.02, 1.05, 0.99, 1.04, 1.08, 1.01, 1.03, 0.97]) == pytest.approx(0.1484375)
+    assert p([1.02, 1.05, 0.995, 1.04, 1.08, 1.01, 1.03, 1.06]) == pytest.approx(0.015625)
+
+
+def test_rounds_rotate_the_configurations():
+    configs = ["a", "b", "c"]
+    orders = [suite_wallclock.round_order(configs, n) for n in range(6)]
+    assert orders[0] == ["a", "b", "c"] and orders[1] == ["b", "c", "a"] and orders[3] == orders[0]
+    assert all(sorted(o) == configs for o in orders)
+    assert [o[0] for o in orders].count("a") == 2   # each first as often as the others
+
+
+def test_pair_verdicts_call_only_what_the_pairs_show():
+    verdicts = pair_wall()[0]["verdicts"]
+    nbody, go = verdicts["nbody"], verdicts["go"]
+    assert nbody["significant"] and nbody["pairs"] == 8 and nbody["slower"] == 8
+    assert nbody["median"] == pytest.approx(1.1) and nbody["text"].endswith(": 1.10x slower")
+    assert not go["significant"] and go["text"].startswith("not significant (median ratio 1.000 (quartiles 0.993-1.010) over 8 pairs, B slower in 4")
+    assert suite_page.wallclock_summary(verdicts, ["nbody", "go"], brief=True) == "1 of 2 significant: nbody 1.10x slower"
+    assert suite_page.wallclock_summary({"go": go}, ["go"]) == "not significant (0 of 1)"
+    # a failed run leaves its round out of the pairs, not a zero in them
+    b = [v * 1.1 for v in SLOWER]
+    b[3] = None
+    one = suite_wallclock.pair_verdict(SLOWER, b)
+    assert one["pairs"] == 7 and one["significant"] and suite_wallclock.pair_verdict([None], [0.1]) is None
+    assert suite_wallclock.speed(0.95) == "1.05x faster" and suite_wallclock.speed(1.004) == "no change"
+
+
+def test_stored_compare_to_verdicts_name_configurations_not_paths():
+    # runs timed before the pairs kept pyperf compare_to's lines, with the paths of its result files
     line = ("Mean +- std dev: [/work/results/bench/suite-20261127T212041Z-pyperf/3.13-fp_inactive/coroutines.json] "
             "23.2 ms +- 2.5 ms -> [/work/results/bench/suite-20261127T212041Z-pyperf/3.13-fp_perf/coroutines.json] "
-            "29.0 ms +- 5.4 ms: 1.25x slower\n")
-    got = suite_wallclock.parse_compare_to(line, ["coroutines"])
-    assert got == {"coroutines": {"significant": True,
-                                  "text": "3.13-fp_inactive 23.2 ms +- 2.5 ms -> 3.13-fp_perf 29.0 ms +- 5.4 ms: 1.25x slower"}}
-    # results files written before keep the paths in their verdicts: the summary names configurations there too
-    stored = {"coroutines": {"significant": True, "text": line.strip().split("Mean +- std dev: ", 1)[1]
+            "29.0 ms +- 5.4 ms: 1.25x slower")
+    stored = {"coroutines": {"significant": True, "text": line.split("Mean +- std dev: ", 1)[1]
                              .replace("[", "").replace("]", "")}}
     assert suite_page.wallclock_summary(stored, ["coroutines"]) == (
         "1 of 1 significant: coroutines 3.13-fp_inactive 23.2 ms +- 2.5 ms -> 3.13-fp_perf 29.0 ms +- 5.4 ms: 1.25x slower")
@@ -269,7 +305,8 @@ def test_pyperf_json_means(tmp_path):
 # Geometric means and the summary table
 
 
-def suite_results(created="2026-11-23T16:00:00Z", counts=None, planned=None, not_run=(), wall=()):
+def suite_results(created="2026-11-23T16:00:00Z", counts=None, planned=None, not_run=(), wall=(),
+                  method="interleaved pairs"):
     cells = {name: {"version": name[:4], "variant": "fp", "arch": "x86_64", "support": support, "vanilla": vanilla,
                     "image": f"cpython-perf:{name}", "image_id": "sha256:" + "0" * 64, "current": True}
              for name, support, vanilla in [("3.11-fp", "backport", False), ("3.11-fp-vanilla", "backport", True),
@@ -286,7 +323,8 @@ def suite_results(created="2026-11-23T16:00:00Z", counts=None, planned=None, not
                           {"kind": "vanilla", "a": "3.11-fp-vanilla:inactive", "b": "3.11-fp:inactive"},
                           {"kind": "mode", "a": "3.13-fp:inactive", "b": "3.13-fp:perf"}]
     return {
-        "created": created, "complete": True, "machine": {}, "settings": {"only": None},
+        "created": created, "complete": True, "machine": {},
+        "settings": {"only": None, **({"wallclock_method": method, "pairs": 8} if wall else {})},
         "suite": {"pyperformance": {"version": "1.14.0", "file": "p.whl", "sha256": "a" * 64},
                   "pyperf": {"version": "2.10.0", "file": "q.whl", "sha256": "b" * 64}, "config": "benchmarks/suite.yaml",
                   "min_loop_instructions": 50_000_000},
@@ -322,8 +360,7 @@ def test_benchmark_failed_on_one_side_is_left_out_of_its_comparison():
 
 
 def test_summary_table_sets_figures_beside_anchors_and_links_details(tmp_path):
-    wall = [{"kind": "mode", "a": "3.13-fp:inactive", "b": "3.13-fp:perf", "text": COMPARE_TO,
-             "verdicts": suite_wallclock.parse_compare_to(COMPARE_TO)}]
+    wall = pair_wall()
     old = suite_results("2026-11-23T10:00:00Z", not_run=[{"kind": "variant", "a": "3.13-release:inactive",
                                                            "b": "3.13-fp:inactive", "reason": "no image of 3.13-release on the measuring host (not built)"}])
     (tmp_path / "suite-20261123T100000Z.json").write_text(json.dumps(old))
@@ -336,12 +373,12 @@ def test_summary_table_sets_figures_beside_anchors_and_links_details(tmp_path):
     flat = " ".join(text.split())
     assert lines[0] == "# Benchmarks: runtime overhead of the perf trampolines" and "do not edit by hand" in flat
     table = [line for line in lines[lines.index("## Summary"):] if line.startswith("| ")]
-    assert table[0].startswith("| comparison | benchmarks | measured (B/A) | wall clock (pyperf compare_to) | published anchor")
+    assert table[0].startswith("| comparison | benchmarks | measured (B/A) | wall clock (interleaved pairs) | published anchor")
     native = next(line for line in table if "3.13-fp: -X perf active vs inactive" in line)
     # the newest file wins: 1.2 and 1.0 -> geometric mean 1.0954; the link leads to the table on the run's page
     assert "(suite-20261123T160000Z.md#suite-20261123t160000z-3-13-fp-perf-vs-3-13-fp-inactive)" in native
     assert "| 1.0954 (+9.54%) |" in native and "| 2 |" in native   # the instruction counts' geometric mean of 2 benchmarks
-    # the wall clock in brief: pyperf's verdict of each significant benchmark, its means on the run's page
+    # the wall clock in brief: the speed of each significant benchmark, its pairs' figures on the run's page
     assert "| 1 of 2 significant: nbody 1.10x slower |" in native and "gh-109587" in native
     backport = next(line for line in table if "3.11-fp: -X perf active vs inactive" in line)
     assert "MISSED by 4.14% (1.1407 > 1.0954)" in backport
@@ -399,7 +436,7 @@ def test_a_wall_clock_timed_in_another_run_links_that_runs_page(tmp_path):
     (tmp_path / "suite-20261123T100000Z.json").write_text(json.dumps(counted))
     pair = {"kind": "mode", "a": "3.13-fp:inactive", "b": "3.13-fp:perf"}
     timed = suite_results("2026-11-23T16:00:00Z", counts={"3.13-fp:inactive": {}, "3.13-fp:perf": {}}, planned=[pair],
-                          wall=[dict(pair, text=COMPARE_TO, verdicts=suite_wallclock.parse_compare_to(COMPARE_TO))])
+                          wall=pair_wall(pair))
     (tmp_path / "suite-20261123T160000Z.json").write_text(json.dumps(timed))
     summary.refresh_summary(tmp_path / "BENCHMARKS.md", tmp_path)
     row = next(line for line in (tmp_path / "BENCHMARKS.md").read_text().splitlines()
@@ -408,6 +445,21 @@ def test_a_wall_clock_timed_in_another_run_links_that_runs_page(tmp_path):
     assert "| 1 of 2 significant: nbody 1.10x slower (timed: [suite-20261123T160000Z](suite-20261123T160000Z.md)) |" in row
     page = (tmp_path / "suite-20261123T160000Z.md").read_text()
     assert '<a id="suite-20261123t160000z-3-13-fp-perf-vs-3-13-fp-inactive"></a>' in page and "1.10x slower" in page
+
+
+def test_a_wall_clock_not_timed_in_pairs_stays_on_its_page(tmp_path):
+    """A run that timed one configuration's runs after the other's (pyperf compare_to): its page shows those
+    verdicts, under their own heading; BENCHMARKS.md's table says "not measured" until a run times it in pairs."""
+    stored = {"nbody": {"significant": True, "text": "3.13-fp_inactive 100 ms +- 1 ms -> 3.13-fp_perf 110 ms +- 1 ms: 1.10x slower"}}
+    wall = [{"kind": "mode", "a": "3.13-fp:inactive", "b": "3.13-fp:perf", "text": "", "verdicts": stored}]
+    (tmp_path / "suite-20261123T100000Z.json").write_text(json.dumps(suite_results(wall=wall, method=None)))
+    summary.refresh_summary(tmp_path / "BENCHMARKS.md", tmp_path)
+    row = next(line for line in (tmp_path / "BENCHMARKS.md").read_text().splitlines()
+               if line.startswith("| [3.13-fp: -X perf active vs inactive]"))
+    assert "| not measured |" in row and "1.10x" not in row
+    page = " ".join((tmp_path / "suite-20261123T100000Z.md").read_text().split())
+    assert "| wall clock (pyperf compare_to) |" in page and "1.10x slower" in page
+    assert "BENCHMARKS.md's table shows only wall clock timed in interleaved pairs" in page
 
 
 def test_summary_without_any_run_says_so(tmp_path):
