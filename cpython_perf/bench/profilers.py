@@ -414,11 +414,17 @@ def _unnamed(counts: dict) -> str:
     return f" (+{_share(n, counts['inside'])} unnamed)" if n else ""
 
 
-def table_rows(results: dict) -> list[str]:
-    """The side-by-side table: a row per target, workload and profiler."""
-    lines = ["| interpreter | workload | profiler | slowdown (median [quartiles], pairs) | chain | C | kernel | "
-             "samples |", "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+TABLE_HEAD = ["| interpreter | workload | profiler | slowdown (median [quartiles], pairs) | chain | C | kernel | "
+              "samples |", "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+
+
+def table_rows(results: dict, names: list[str] | None = None) -> list[str]:
+    """The side-by-side table's rows of a run: a row per target (those of names, default all), workload and
+    profiler."""
+    lines = []
     for name, target in results["targets"].items():
+        if names is not None and name not in names:
+            continue
         for workload, sides in target["workloads"].items():
             baseline = sides.get(BASELINE.key, {}).get("seconds", [])
             for key, side in sides.items():
@@ -456,18 +462,21 @@ def render_markdown(results: dict, source: str = "") -> str:
         "share carrying the whole chain (" + chains + "). C: of those, the share whose innermost frame is native "
         "code (the C function the hot one is in). Kernel: of all samples, the share with a kernel frame.",
         "",
+        *TABLE_HEAD,
         *table_rows(results),
     ]
     return "\n".join(lines) + "\n"
 
 
-def summary_lines(results: dict, link: str, heading: str = "##") -> list[str]:
-    """The table for BENCHMARKS.md, linking its run's page."""
+def summary_lines(runs: list[tuple[dict, str, list[str]]], heading: str = "##") -> list[str]:
+    """The table for BENCHMARKS.md from runs, newest first: (results, link to its page, the targets it gives,
+    those no newer run measured)."""
+    sources = "; ".join(f"[{r['created']}]({link}): {', '.join(names)}, each profiler at {r['settings']['rate']} Hz, "
+                        f"{r['settings']['rounds']} interleaved rounds" for r, link, names in runs)
     return [f"{heading} Side by side: perf and the profilers people pick instead", "",
-            f"From [{results['created']}]({link}) (`python -m cpython_perf bench profilers`; what each column "
-            "measures is on that page): each profiler at "
-            f"{results['settings']['rate']} Hz on the same interpreter, {results['settings']['rounds']} interleaved "
-            "rounds.", "", *table_rows(results), ""]
+            f"Each interpreter from the newest run that measured it (`python -m cpython_perf bench profilers`; what "
+            f"each column measures is on a run's page), every profiler on the same interpreter: {sources}.", "",
+            *TABLE_HEAD, *(row for r, _, names in runs for row in table_rows(r, names)), ""]
 
 
 def latest_results(directory: Path = common.RESULTS_DIR) -> Path | None:

@@ -497,8 +497,10 @@ def current_runs(directory: Path) -> dict[Path, str]:
         if path in current:
             found[path] = ", ".join(sorted(_load(suite, path)["cells"]))
     quoted = {entry["path"] for entry in calls_costs(directory).values()}
+    for path, results, names in profilers_runs(directory):
+        found[path] = ", ".join(names)
     for group in PAGE_GROUPS:
-        if group is suite:
+        if group is suite or group is profilers:
             continue
         for path in group_files(group, directory):
             if path == group.latest_results(directory) or path in quoted:
@@ -538,6 +540,10 @@ def earlier_runs(group, path: Path, directory: Path, runs: tuple[dict, dict]) ->
     """The older results files a run's page links, newest first: for a standard-suite run that is the newest of
     a comparison, every earlier run of that comparison; for the newest run of another group, its earlier runs
     (runs: newest_runs(directory))."""
+    if group is profilers:   # a run the table draws on links the earlier runs of the interpreters it gives
+        mine = {p: set(names) for p, _, names in profilers_runs(directory)}.get(path, set())
+        return [p for p in group_files(profilers, directory)
+                if p.name < path.name and set(_load(profilers, p).get("targets", {})) & mine]
     if group is not suite:
         return [p for p in group_files(group, directory) if p != path] if path == group.latest_results(directory) else []
     current, superseded = runs
@@ -557,16 +563,31 @@ def jit_pipeline_table(directory: Path, summary: Path = SUMMARY, heading: str = 
         raise DriverError(f"{path}: not a results file of {jit_pipeline.__name__} (no {exc})") from None
 
 
+def profilers_runs(directory: Path) -> list[tuple[Path, dict, list[str]]]:
+    """The profilers runs BENCHMARKS.md's table draws on, newest first: (path, results, the interpreters it is
+    the newest run of)."""
+    runs, seen = [], set()
+    for path in group_files(profilers, directory):
+        results = _load(profilers, path)
+        try:
+            names = [name for name in results["targets"] if name not in seen]
+        except (KeyError, TypeError) as exc:
+            raise DriverError(f"{path}: not a results file of {profilers.__name__} (no {exc})") from None
+        if names:
+            seen.update(names)
+            runs.append((path, results, names))
+    return runs
+
+
 def profilers_table(directory: Path, summary: Path = SUMMARY) -> list[str]:
-    """The newest profilers run's side-by-side table, for BENCHMARKS.md."""
-    path = profilers.latest_results(directory)
-    if path is None:
+    """The side-by-side table for BENCHMARKS.md, each interpreter from the newest run that measured it."""
+    runs = profilers_runs(directory)
+    if not runs:
         return []
-    results = _load(profilers, path)
     try:
-        return profilers.summary_lines(results, page_link(path, summary))
+        return profilers.summary_lines([(results, page_link(path, summary), names) for path, results, names in runs])
     except (KeyError, TypeError) as exc:
-        raise DriverError(f"{path}: not a results file of {profilers.__name__} (no {exc})") from None
+        raise DriverError(f"{runs[0][0]}: not a results file of {profilers.__name__} (no {exc})") from None
 
 
 def render(directory: Path = RESULTS_DIR, summary: Path = SUMMARY) -> str:

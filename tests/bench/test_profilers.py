@@ -46,6 +46,39 @@ def test_the_workloads_chains_name_functions_of_the_program():
         assert all(callable(getattr(module, f)) for f in chain if f != "<module>")
 
 
+STACK_PROBE = """
+import runpy, sys
+file, workload, hot, out, timing = sys.argv[1:6]
+
+def hook(frame, event, arg):   # the first call of the hot function in each process writes its file's frames
+    if event == "call" and frame.f_code.co_name == hot and frame.f_code.co_filename == file:
+        names, f = [], frame
+        while f is not None:
+            if f.f_code.co_filename == file:
+                names.append(f.f_code.co_name)
+            f = f.f_back
+        with open(out, "a") as fh:
+            fh.write(" ".join(names) + chr(10))
+        sys.setprofile(None)
+
+sys.argv = [file, workload, timing, "0.1"]
+sys.setprofile(hook)
+runpy.run_path(file, run_name="__main__")
+"""
+
+
+def test_each_workloads_chain_is_the_stack_its_hot_function_runs_in(tmp_path):
+    """The chain a profiler must show is the real stack on this interpreter, e.g. no comprehension frame
+    between two of its functions on the versions where a comprehension is a frame of its own (before 3.12)."""
+    file = str(profilers.BENCH_DIR / profilers.WORKLOAD_FILE)
+    for name, (hot, chain) in profilers.workloads().items():
+        out = tmp_path / f"{name}.stacks"
+        subprocess.run([sys.executable, "-c", STACK_PROBE, file, name, hot, str(out), str(tmp_path / "t.json")],
+                       check=True, timeout=120)
+        stacks = out.read_text().splitlines()
+        assert stacks and all(line.split()[:len(chain)] == chain for line in stacks), (name, stacks[:3])
+
+
 def test_each_workload_runs_and_times_its_work(tmp_path):
     for name in profilers.workloads():
         timing = tmp_path / f"{name}.json"
@@ -189,6 +222,28 @@ def test_benchmarks_md_has_the_newest_table(tmp_path):
     text = summary.render(tmp_path, tmp_path / "BENCHMARKS.md")
     assert "## Side by side: perf and the profilers people pick instead" in text
     assert "98% of 50" in text
+
+
+def test_each_interpreter_comes_from_the_newest_run_that_measured_it(tmp_path):
+    older = _results()
+    older["targets"]["3.11-fp"] = json.loads(json.dumps(older["targets"]["3.13-fp"]))
+    newer = json.loads(json.dumps(_results()))
+    newer["created"] = "2026-12-04T00:00:00Z"
+    del newer["targets"]["3.13-fp"]
+    newer["targets"]["3.11-fp"] = json.loads(json.dumps(older["targets"]["3.13-fp"]))
+    newer["targets"]["3.11-fp"]["workloads"]["seed"]["perf-perf"]["counts"]["full_chain"] = 25
+    (tmp_path / "profilers-20261203T000000Z.json").write_text(json.dumps(older))
+    (tmp_path / "profilers-20261204T000000Z.json").write_text(json.dumps(newer))
+    text = summary.render(tmp_path, tmp_path / "BENCHMARKS.md")
+    rows = [line for line in text.splitlines() if line.startswith("| 3.1")]
+    assert [r.split(" | ")[0] for r in rows if "perf, -X perf" in r] == ["| 3.11-fp", "| 3.13-fp"]
+    assert any(r.startswith("| 3.11-fp | seed | perf, -X perf |") and "50% of 50" in r for r in rows)
+    assert any(r.startswith("| 3.13-fp | seed | perf, -X perf |") and "98% of 50" in r for r in rows)
+    flat = " ".join(text.split())
+    assert "[2026-12-04T00:00:00Z](profilers-20261204T000000Z.md): 3.11-fp," in flat
+    assert "[2026-12-03T00:00:00Z](profilers-20261203T000000Z.md): 3.13-fp," in flat
+    # both pages are current (the index links them); the newer one links the older run of 3.11-fp
+    assert "(profilers-20261203T000000Z.md): 3.13-fp" in flat
 
 
 def test_bad_arguments_fail_before_anything_runs():
