@@ -24,7 +24,7 @@ import sys
 import tempfile
 
 from childcheck import (finish, frame_pointer_recording_unavailable, perf_record_failure, perf_record_program,
-                        perf_script_samples, perf_script_text)
+                        perf_script_samples, perf_script_text, recorded_program_failure)
 
 CANNOT_CHECK = 2
 MIN_FRACTION = 0.8
@@ -245,6 +245,9 @@ def main():
         try:
             program = PROGRAM.replace("sys.argv[1]", repr(argv))
             rec, data = perf_record_program(workdir, "fast_paths.py", program, python_args)
+            crashed = recorded_program_failure(rec, data)
+            if crashed:
+                return finish([crashed])
             failed = perf_record_failure(rec, data)
             if failed:
                 print(f"cannot check: {failed}")

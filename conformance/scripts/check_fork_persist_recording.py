@@ -23,7 +23,7 @@ import sys
 import tempfile
 
 from childcheck import (finish, frame_pointer_recording_unavailable, perf_record_failure, perf_record_program,
-                        perf_script_samples, perf_script_text)
+                        perf_script_samples, perf_script_text, recorded_program_failure)
 
 CANNOT_CHECK = 2
 
@@ -69,6 +69,9 @@ def main():
         if rec.returncode == 3:
             print(f"cannot check: {rec.stdout.strip()}")
             return CANNOT_CHECK
+        crashed = recorded_program_failure(rec, data)
+        if crashed:
+            return finish([crashed])
         failed = perf_record_failure(rec, data)
         if failed:
             print(f"cannot check: {failed}")

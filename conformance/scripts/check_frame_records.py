@@ -18,12 +18,13 @@ with no eval-loop frame between them.  Recorded with real perf (`perf record
               top thousands of times (exceptions unwinding through frames
               with records): a record left behind would show a frame that
               is not there, one dropped too early would hide one.
-  signals     a Python signal handler (SIGALRM, every 2 ms) that runs
-              handler_work -> leaf on top of sig_top -> sig_mid -> spin,
-              which the eval loop interrupts between two instructions of
-              spin, a frame shown by its record: the handler's frames (a
-              C call, through the trampoline, into a loop of their own)
-              stand on that record, whose frames must all still be there.
+  signals     a Python signal handler (SIGALRM, 2 ms after the last one
+              ended) that runs handler_work -> leaf on top of sig_top ->
+              sig_mid -> spin, which the eval loop interrupts between two
+              instructions of spin, a frame shown by its record: the
+              handler's frames (a C call, through the trampoline, into a
+              loop of their own) stand on that record, whose frames must
+              all still be there.
 
 Must hold, for the samples whose leaf Python frame is the phase's hot
 function: at least 90% show the phase's whole Python chain, innermost first,
@@ -49,7 +50,7 @@ import sysconfig
 import tempfile
 
 from childcheck import (finish, frame_pointer_recording_unavailable, perf_record_failure, perf_record_program,
-                        perf_script_samples, perf_script_text)
+                        perf_script_samples, perf_script_text, recorded_program_failure)
 
 CANNOT_CHECK = 2
 MIN_WHOLE = 0.9
@@ -133,8 +134,14 @@ def after():
 def handler_work():
     return leaf(40000)
 
+armed = False
+
 def on_alarm(signum, frame):
     handler_work()
+    # one shot, armed again when the handler is done: an interval timer fires again while a slow machine
+    # is still in the handler, which then runs nested on top of its own leaf (and recurses without end)
+    if armed:
+        signal.setitimer(signal.ITIMER_REAL, 0.002)
 
 def spin(end):
     n = 0
@@ -149,12 +156,15 @@ def sig_top(end):
     return sig_mid(end)
 
 def signals():
+    global armed
     sig_top(0)   # a code object's first call makes its trampoline (a C call); the loop records it after that
     signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, 0.002, 0.002)
+    armed = True
+    signal.setitimer(signal.ITIMER_REAL, 0.002)
     try:
         sig_top(time.perf_counter() + 0.8)
     finally:
+        armed = False   # first: a handler run after this does not arm the timer again
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
 
@@ -240,6 +250,9 @@ def main():
     workdir = tempfile.mkdtemp()
     try:
         rec, data = perf_record_program(workdir, "records.py", PROGRAM, ["-X", "perf"])
+        crashed = recorded_program_failure(rec, data)
+        if crashed:
+            return finish([crashed])
         failed = perf_record_failure(rec, data)
         if failed:
             print(f"cannot check: {failed}")

@@ -27,7 +27,7 @@ import sysconfig
 import tempfile
 
 from childcheck import (finish, frame_pointer_recording_unavailable, perf_record_failure, perf_record_program,
-                        perf_script_samples, perf_script_text)
+                        perf_script_samples, perf_script_text, recorded_program_failure)
 
 CANNOT_CHECK = 2
 MIN_FRACTION = 0.8
@@ -91,6 +91,9 @@ def main():
         for name in SHAPE_FILES:
             shutil.copy(os.path.join(os.path.dirname(os.path.abspath(__file__)), name), workdir)
         rec, data = perf_record_program(workdir, "instantiate.py", PROGRAM, ["-X", "perf"])
+        crashed = recorded_program_failure(rec, data)
+        if crashed:
+            return finish(problems + [crashed])
         failed = perf_record_failure(rec, data)
         if failed:
             if problems or recorder is not None:

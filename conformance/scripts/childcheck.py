@@ -291,9 +291,24 @@ def perf_record_program(workdir, name, program, python_args=()):
     return rec, data
 
 
+PERF_WROTE = "[ perf record: Captured and wrote "   # perf record's last line, once its data is written
+
+
+def recorded_program_failure(rec, data):
+    """Why the program a perf_record_program() run recorded failed (a failure of the check, not a reason it
+    cannot check: e.g. a RecursionError of the program), or None.  perf wrote its data and exits with the
+    program's status."""
+    if rec.returncode != 0 and os.path.exists(data) and PERF_WROTE in rec.stderr:
+        lines = [line for line in rec.stderr.strip().splitlines() if not line.startswith("[ perf record:")]
+        return f"the recorded program failed (exit {rec.returncode}): {' / '.join(lines[-3:])[-400:]}"
+    return None
+
+
 def perf_record_failure(rec, data):
     """Why a perf_record_program() run gave nothing to check (for a "cannot check" line), or None: perf
-    exited 0 and wrote its data."""
+    exited 0 and wrote its data, or it recorded a program that failed (recorded_program_failure)."""
+    if recorded_program_failure(rec, data):
+        return None
     if rec.returncode != 0 or not os.path.exists(data):
         return f"perf record failed here ({rec.returncode}): {rec.stderr.strip()[-400:]}"
     return None

@@ -36,3 +36,26 @@ def test_built_with_frame_pointers(cflags, expected):
     # the driver's judgement of an external interpreter (profile's default mode, the target facts) agrees;
     # it has no answer where sysconfig has no flags at all
     assert external.cflags_frame_pointers({"CFLAGS": cflags}) is (expected if cflags else None)
+
+
+def test_a_recorded_program_that_fails_is_a_failure_not_a_reason_it_cannot_check(tmp_path):
+    """perf record exits with the status of the program it ran: a program that raised (a RecursionError of a
+    handler that ran nested) is a failure of the check, while perf that could not record is "cannot check"."""
+    import subprocess
+
+    data = tmp_path / "perf.data"
+    data.write_bytes(b"PERFILE2")
+    crashed = subprocess.CompletedProcess(["perf"], 1, "", "Traceback (most recent call last):\n  ...\n"
+                                          "RecursionError: maximum recursion depth exceeded\n[ perf record: Woken up "
+                                          "7 times to write data ]\n[ perf record: Captured and wrote 1.620 MB "
+                                          f"{data} (3485 samples) ]\n")
+    assert childcheck.recorded_program_failure(crashed, str(data)).startswith(
+        "the recorded program failed (exit 1): ")
+    assert "RecursionError" in childcheck.recorded_program_failure(crashed, str(data))
+    assert childcheck.perf_record_failure(crashed, str(data)) is None
+    denied = subprocess.CompletedProcess(["perf"], 255, "", "Error:\nAccess to performance monitoring and "
+                                         "observability operations is limited.\n")
+    assert childcheck.recorded_program_failure(denied, str(tmp_path / "none.data")) is None
+    assert childcheck.perf_record_failure(denied, str(tmp_path / "none.data")).startswith("perf record failed here (255)")
+    fine = subprocess.CompletedProcess(["perf"], 0, "done\n", f"[ perf record: Captured and wrote 1 MB {data} ]\n")
+    assert childcheck.recorded_program_failure(fine, str(data)) is None and childcheck.perf_record_failure(fine, str(data)) is None
