@@ -165,6 +165,9 @@ def render_markdown(results: dict, source: str = "") -> str:
                              f"{wall['text'] if wall else '-'} |")
             lines.append(f"| **geometric mean** | | | **{entry['geomean']:.4f}** | "
                          f"{instruction_verdict(entry['geomean'], entry['geomean_limit'])} |")
+        elif entry.get("wallclock"):   # timed only: each benchmark's figures, significant or not
+            lines += [f"| benchmark | {_wallclock_heading(results)} |", "| --- | --- |"]
+            lines += [f"| {name} | {verdict_text(wall['text'])} |" for name, wall in entry["wallclock"].items()]
         if entry.get("wallclock"):
             lines += ["", f"Wall clock: {wallclock_summary(entry['wallclock'], list(entry['wallclock']))}."]
     return "\n".join(lines) + "\n"

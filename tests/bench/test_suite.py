@@ -445,6 +445,9 @@ def test_a_wall_clock_timed_in_another_run_links_that_runs_page(tmp_path):
     assert "| 1 of 2 significant: nbody 1.10x slower (timed: [suite-20261123T160000Z](suite-20261123T160000Z.md)) |" in row
     page = (tmp_path / "suite-20261123T160000Z.md").read_text()
     assert '<a id="suite-20261123t160000z-3-13-fp-perf-vs-3-13-fp-inactive"></a>' in page and "1.10x slower" in page
+    # the timing run's page has each benchmark's figures, the ones not called different too
+    assert "| benchmark | wall clock (interleaved pairs) |" in page
+    assert "| go | not significant (median ratio 1.000 (quartiles 0.993-1.010) over 8 pairs, B slower in 4" in page
 
 
 def test_a_wall_clock_not_timed_in_pairs_stays_on_its_page(tmp_path):
