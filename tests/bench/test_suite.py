@@ -477,6 +477,8 @@ def test_suite_command_line_errors(capsys):
     assert "unknown cell" in capsys.readouterr().err
     assert command.main(["suite", "--no-instructions"]) == 2
     assert "--no-instructions without --wallclock measures nothing" in capsys.readouterr().err
+    assert command.main(["suite", "--wallclock", "--pairs", "5"]) == 2
+    assert "fewer than 6 pairs; give --pairs 6 or more" in capsys.readouterr().err
 
 
 def test_the_cost_table_puts_now_beside_before_and_upstream(tmp_path):
