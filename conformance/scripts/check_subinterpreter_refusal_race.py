@@ -2,6 +2,7 @@
 # hits: patches/3.13/0014 /^the main interpreter started the subinterpreter's backend/
 # hits: gh-141579 /^the subinterpreter's code failed: .*invalid backend: perf_jit/
 # hits: patches/3.13/0014 /^Fatal Python error: PyMutex_Unlock: unlocking mutex that is not locked$/
+# hits: patches/3.13/0014 /^Fatal Python error: Segmentation fault$/
 # checks: behaviour
 """A subinterpreter's refused activation changes nothing the main interpreter uses, even at the same moment.
 
@@ -21,6 +22,7 @@ ran the jitdump backend (no /tmp/jit-PID.dump appears), and every activation
 it made succeeded.  Exit 2 where subinterpreters share one GIL (before 3.12)
 or the interpreter cannot make an isolated one.
 """
+import faulthandler
 import os
 import sys
 import threading
@@ -47,6 +49,10 @@ while not os.path.exists(STOP):
 
 
 def main():
+    # where a subinterpreter's activation is accepted (no series), the main interpreter's deactivation can free
+    # the trampolines the subinterpreter's thread runs through: a SIGSEGV, which without faulthandler prints
+    # nothing the harness could name
+    faulthandler.enable()
     try:
         import _interpreters as interpreters
     except ImportError:

@@ -99,3 +99,14 @@ def test_the_present_text_says_what_it_means_and_where_it_is_fixed():
 def test_a_bad_defect_entry_names_its_line(project_copy, old, new, needle, message):
     edit(project_copy / "matrix.yaml", old, new)
     expect_error(project_copy, needle, message)
+
+
+def test_a_subinterpreter_race_that_crashes_a_stock_interpreter_is_named():
+    """On an interpreter as released, the main interpreter's deactivation can free the trampolines a
+    subinterpreter's thread runs through: faulthandler's line (the whole output of such a run, as seen on
+    sid's 3.14.10 in about one run of four) is the defect the series' main-interpreter-only patch fixes."""
+    script = (SCRIPTS / "check_subinterpreter_refusal_race.py").read_text()
+    crashed = ("Fatal Python error: Segmentation fault\n\nCurrent thread 0x00007f00bbd596c0 [Thread-1 (run_s] (most "
+               "recent call first):\n  File \"<frozen importlib._bootstrap>\", line 1368 in _find_and_load\n")
+    assert defects.explain(script, crashed, ("patches/3.13/0014",)) == defects.Verdict(("patches/3.13/0014",), ())
+    assert not defects.explain(script, crashed, ()).explained
