@@ -2,7 +2,7 @@
 # hits: patches/3.13/0014 /^the main interpreter started the subinterpreter's backend/
 # hits: gh-141579 /^the subinterpreter's code failed: .*invalid backend: perf_jit/
 # hits: patches/3.13/0014 /^Fatal Python error: PyMutex_Unlock: unlocking mutex that is not locked$/
-# hits: patches/3.13/0014 /^Fatal Python error: Segmentation fault$/
+# hits: patches/3.13/0014 /^Fatal Python error: (Segmentation fault|Bus error|Illegal instruction)$/
 # checks: behaviour
 """A subinterpreter's refused activation changes nothing the main interpreter uses, even at the same moment.
 

@@ -110,3 +110,7 @@ def test_a_subinterpreter_race_that_crashes_a_stock_interpreter_is_named():
                "recent call first):\n  File \"<frozen importlib._bootstrap>\", line 1368 in _find_and_load\n")
     assert defects.explain(script, crashed, ("patches/3.13/0014",)) == defects.Verdict(("patches/3.13/0014",), ())
     assert not defects.explain(script, crashed, ()).explained
+    # freed trampoline memory taken for something else: the other signals of running through it
+    for fault in ("Bus error", "Illegal instruction"):
+        assert defects.explain(script, f"Fatal Python error: {fault}\n", ("patches/3.13/0014",)).explained
+    assert not defects.explain(script, "Fatal Python error: Aborted\n", ("patches/3.13/0014",)).explained
