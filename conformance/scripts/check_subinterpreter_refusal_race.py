@@ -49,9 +49,9 @@ while not os.path.exists(STOP):
 
 
 def main():
-    # where a subinterpreter's activation is accepted (no series), the main interpreter's deactivation can free
-    # the trampolines the subinterpreter's thread runs through: a SIGSEGV, which without faulthandler prints
-    # nothing the harness could name
+    # where a subinterpreter's activation is accepted (no series), the subinterpreter's thread uses the
+    # process's trampoline state while the main interpreter activates and deactivates it in another: the
+    # process can die of SIGSEGV, which without faulthandler prints nothing the harness could name
     faulthandler.enable()
     try:
         import _interpreters as interpreters

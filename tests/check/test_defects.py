@@ -102,15 +102,16 @@ def test_a_bad_defect_entry_names_its_line(project_copy, old, new, needle, messa
 
 
 def test_a_subinterpreter_race_that_crashes_a_stock_interpreter_is_named():
-    """On an interpreter as released, the main interpreter's deactivation can free the trampolines a
-    subinterpreter's thread runs through: faulthandler's line (the whole output of such a run, as seen on
-    sid's 3.14.10 in about one run of four) is the defect the series' main-interpreter-only patch fixes."""
+    """On an interpreter as released, a subinterpreter's accepted activation shares the process's trampoline
+    state with the main interpreter, which activates and deactivates it at the same moment: faulthandler's line
+    (the whole output of such a run, as seen on sid's 3.14.10 in about one run of four) is the defect the
+    series' main-interpreter-only patch fixes."""
     script = (SCRIPTS / "check_subinterpreter_refusal_race.py").read_text()
     crashed = ("Fatal Python error: Segmentation fault\n\nCurrent thread 0x00007f00bbd596c0 [Thread-1 (run_s] (most "
                "recent call first):\n  File \"<frozen importlib._bootstrap>\", line 1368 in _find_and_load\n")
     assert defects.explain(script, crashed, ("patches/3.13/0014",)) == defects.Verdict(("patches/3.13/0014",), ())
     assert not defects.explain(script, crashed, ()).explained
-    # freed trampoline memory taken for something else: the other signals of running through it
+    # the other signals of a jump into memory that holds no trampoline (any more)
     for fault in ("Bus error", "Illegal instruction"):
         assert defects.explain(script, f"Fatal Python error: {fault}\n", ("patches/3.13/0014",)).explained
     assert not defects.explain(script, "Fatal Python error: Aborted\n", ("patches/3.13/0014",)).explained
