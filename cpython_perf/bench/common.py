@@ -128,6 +128,12 @@ def geometric_mean(ratios) -> float:
     return statistics.geometric_mean(ratios)
 
 
+def paired_ratios(a, b) -> list[float]:
+    """The ratios b/a of the rounds both sides have (a round's missing or zero baseline, or missing b, left out):
+    interleaved rounds compared pair by pair, so that the measuring host's drift hits both sides alike."""
+    return [y / x for x, y in zip(a, b) if x and y is not None]
+
+
 def summarize(values) -> dict:
     """Sample count, extremes, quartiles and median of one side's timings of a workload."""
     ordered = sorted(values)

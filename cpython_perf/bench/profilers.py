@@ -396,7 +396,7 @@ def measure(matrix: Matrix, cells: list[Cell], stock: list[str], rounds: int = R
 
 def slowdown(profiled: list[float], baseline: list[float]) -> dict | None:
     """Per-round ratios profiled/baseline (rounds both have), their median and quartiles."""
-    ratios = [p / b for p, b in zip(profiled, baseline) if b > 0]
+    ratios = common.paired_ratios(baseline, profiled)
     if not ratios:
         return None
     stats = common.summarize(ratios)

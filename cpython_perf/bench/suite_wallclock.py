@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .common import INACTIVE, NOT_SIGNIFICANT, Configuration, summarize
+from .common import INACTIVE, NOT_SIGNIFICANT, Configuration, paired_ratios, summarize
 from .suite_containers import CONTAINER_PYPERF, last_error, run_benchmark
 from .suite_pins import SuiteFiles
 from .suite_plan import Benchmark
@@ -103,7 +103,7 @@ def pair_verdict(a: list, b: list) -> dict | None:
     """A benchmark's verdict from its timings on both sides, one per round (None where a run failed): the ratios
     B/A of the rounds both sides ran, their median and quartiles, and whether the signed-rank test calls the
     difference (its p below ALPHA)."""
-    ratios = [y / x for x, y in zip(a, b) if x and y]
+    ratios = paired_ratios(a, b)
     if not ratios:
         return None
     stats = summarize(ratios)
@@ -149,7 +149,7 @@ def measure_wallclock(client, cell_images: dict[str, str], files: SuiteFiles, co
                         f"mean {mean * 1000:.2f} ms ({time.monotonic() - started:.0f} s)")
                 progress.save()
     for key, by_name in rounds.items():
-        done = {name: sorted(v for v in values if v is not None) for name, values in by_name.items()}
+        done = {name: [v for v in values if v is not None] for name, values in by_name.items()}
         wall["means"][key] = {name: summarize(values)["median"] for name, values in done.items() if values}
     compare_pairs(results)
     progress.save()
