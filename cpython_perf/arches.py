@@ -27,7 +27,7 @@ HOST_ARCH_ENV = "CPYTHON_PERF_HOST_ARCH"
 _ARCH_NAME = re.compile(r"[a-z][a-z0-9_]*")
 _ARCH_KEYS = {"debian", "triplet", "trampoline", "runs_on", "cross_built_on", "qemu_user", "personality",
               "multiarch", "pointer_bits", "github_runner", "guest"}
-_GUEST_KEYS = {"qemu", "package", "machine", "cpu", "console", "kernel", "event"}
+_GUEST_KEYS = {"qemu", "package", "machine", "cpu", "console", "kernel", "kernel_file", "event"}
 # perf events a TCG guest can sample with: software ones (an emulated CPU has no usable PMU)
 _GUEST_EVENTS = ("cpu-clock", "task-clock")
 
@@ -42,6 +42,7 @@ class GuestFacts:
     cpu: str         # -cpu
     console: str     # the kernel's console= device
     kernel: str      # the Debian kernel package the arch's base image carries and the guest boots
+    kernel_file: str  # the name its image has in /boot, before -<version>: vmlinuz (compressed), vmlinux
     event: str       # the perf event that samples there
 
 
@@ -131,7 +132,8 @@ def parse_arch_facts(where: Where, data) -> dict[str, ArchFacts]:
             g = entry["guest"]
             where.check_keys(g, _GUEST_KEYS, f"{what}.guest")
             guest = GuestFacts(*(text(g, k, f"{what}.guest") for k in ("qemu", "package", "machine", "cpu",
-                                                                        "console", "kernel", "event")))
+                                                                        "console", "kernel", "kernel_file",
+                                                                        "event")))
             if guest.event not in _GUEST_EVENTS:
                 raise where.error(g, "event", f"event of {what}.guest must be a software event a TCG guest "
                                               f"samples with ({', '.join(_GUEST_EVENTS)}), not {guest.event!r}")

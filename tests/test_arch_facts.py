@@ -24,6 +24,7 @@ RISCV64 = """  riscv64:
       cpu: rv64
       console: ttyS0
       kernel: linux-image-riscv64
+      kernel_file: vmlinux
       event: cpu-clock
   i386:
 """

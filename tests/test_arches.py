@@ -186,3 +186,10 @@ def test_boot_files_need_kernel_and_initramfs(tmp_path):
     (tmp_path / "boot" / "initrd.img-6.12.0-cloud-arm64").write_bytes(b"i")
     kernel, initrd = guest.boot_files(tmp_path)
     assert kernel.name == "vmlinuz-6.12.0-cloud-arm64" and initrd.name == "initrd.img-6.12.0-cloud-arm64"
+    # an uncompressed image (riscv64's kernel package ships /boot/vmlinux-<version>)
+    with pytest.raises(Exception, match=r"no kernel in /boot \(vmlinux-\*\)"):
+        guest.boot_files(tmp_path, "vmlinux")
+    (tmp_path / "boot" / "vmlinux-6.12.0-riscv64").write_bytes(b"k")
+    (tmp_path / "boot" / "initrd.img-6.12.0-riscv64").write_bytes(b"i")
+    kernel, initrd = guest.boot_files(tmp_path, "vmlinux")
+    assert kernel.name == "vmlinux-6.12.0-riscv64" and initrd.name == "initrd.img-6.12.0-riscv64"

@@ -128,15 +128,15 @@ def qemu_command(cell: Cell, kernel: Path, initrd: Path, disk: Path, output: Pat
     ]
 
 
-def boot_files(rootfs: Path) -> tuple[Path, Path]:
-    """The newest kernel and its initramfs under rootfs/boot."""
+def boot_files(rootfs: Path, kernel_file: str = "vmlinuz") -> tuple[Path, Path]:
+    """The newest kernel (/boot/<kernel_file>-<version>) and its initramfs under rootfs/boot."""
     boot = rootfs / "boot"
-    kernels = sorted(boot.glob("vmlinuz-*"))
+    kernels = sorted(boot.glob(f"{kernel_file}-*"))
     if not kernels:
-        raise DriverError("the image has no kernel in /boot (vmlinuz-*): the arch's base image must include "
-                          "a kernel package (docker/base-packages-<arch>.txt)")
+        raise DriverError(f"the image has no kernel in /boot ({kernel_file}-*): the arch's base image must "
+                          "include its guest's kernel package (guest.kernel in matrix.yaml's arch_facts)")
     kernel = kernels[-1]
-    initrd = boot / ("initrd.img-" + kernel.name[len("vmlinuz-"):])
+    initrd = boot / ("initrd.img-" + kernel.name[len(kernel_file) + 1:])
     if not initrd.is_file():
         raise DriverError(f"{kernel} has no initramfs {initrd.name}: initramfs-tools must be in the base image")
     return kernel, initrd
@@ -215,7 +215,7 @@ def run_in_guest(client, cell: Cell, jobs: list[GuestJob], files: list[Path], *,
         rootfs.mkdir()
         export_rootfs(client, cell.image, rootfs)
         _install_jobs(rootfs, jobs, files)
-        kernel, initrd = boot_files(rootfs)
+        kernel, initrd = boot_files(rootfs, guest.kernel_file)
         shutil.copy2(kernel, tmp / "vmlinuz")
         shutil.copy2(initrd, tmp / "initrd.img")
         disk, output = tmp / "root.img", tmp / "output.img"
