@@ -27,8 +27,8 @@ import nox
 
 sys.path.insert(0, str(Path(__file__).parent))
 from cpython_perf.errors import MatrixError  # noqa: E402
-from cpython_perf.matrix import (ARCH_FACTS, HOST_ARCH, can_build, cannot_build_reason,  # noqa: E402
-                                 load_matrix, runs_natively)
+from cpython_perf.arches import ARCH_FACTS, HOST_ARCH, can_build, cannot_build_reason, runs_natively  # noqa: E402
+from cpython_perf.matrix import load_matrix  # noqa: E402
 
 try:
     MATRIX = load_matrix()

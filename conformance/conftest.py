@@ -37,11 +37,12 @@ from pathlib import Path
 import pytest
 
 from cpython_perf import host
+from cpython_perf.arches import cannot_build_reason
 from cpython_perf.check import defects, external
 from cpython_perf.check.suite_results import SKIP_EXPECTED
 from cpython_perf.errors import DockerUnavailable, DriverError, PerfNotPermitted, SourceUnavailable, UnknownCell
 from cpython_perf.image import pipeline, tools
-from cpython_perf.matrix import Cell, cannot_build_reason, load_matrix
+from cpython_perf.matrix import Cell, load_matrix
 from cpython_perf.record import jit_inject, perf_event, perf_runs
 from cpython_perf.record.perf_samples import PERF_SCRIPT_FIELDS, min_chain_fraction
 from cpython_perf.run import containers, guest
@@ -620,7 +621,7 @@ def runner_for(docker_client, tmp_path, tmp_path_factory, record_property):
         workdir = _workdir(tmp_path / cell.name)
         if cell.foreign:
             if perf:
-                record_property("perf_event", f"{perf_runs.GUEST_EVENT} (qemu-system guest)")
+                record_property("perf_event", f"{perf_runs.guest_event(cell)} (qemu-system guest)")
             return GuestRunner(docker_client, image, workdir, cell.name, guest_jobs(cell),
                                lambda: guest_run_for(cell, docker_client, tmp_path_factory), record_property)
         # a build-only cell's image has no perf to probe (and nothing to record)

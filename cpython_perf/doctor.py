@@ -25,7 +25,8 @@ from . import host
 from .record import perf_event
 from .source import sources
 from .errors import DriverError
-from .matrix import ARCH_FACTS, HOST_ARCH, Matrix, load_matrix
+from .arches import ARCH_FACTS, HOST_ARCH
+from .matrix import Matrix, load_matrix
 from .subcommands import Command, no_arguments
 
 OK, WARN, FAIL = "ok", "warn", "fail"
@@ -194,18 +195,22 @@ def check_paranoid(machine: Machine) -> Check:
 
 
 def check_binfmt(machine: Machine) -> Check:
-    """aarch64 programs under qemu-user (aarch64 cells only: not the default job's)."""
-    foreign = [a for a in ("aarch64",) if a != HOST_ARCH and ARCH_FACTS[a].qemu_user]
+    """Programs of the arches this host cross-builds, under qemu-user (their cells only: not the default job's)."""
+    foreign = [facts for facts in ARCH_FACTS.values() if HOST_ARCH in facts.cross_built_on and facts.qemu_user]
+    names = ", ".join(f.name for f in foreign)
     if not foreign:
-        return Check("binfmt aarch64", OK, f"not needed: this host is {HOST_ARCH}", required=False)
-    facts = ARCH_FACTS["aarch64"]
-    problem = host.binfmt_problem(machine.binfmt_entry(facts.qemu_user), facts.qemu_user)
-    if problem is None:
-        return Check("binfmt aarch64", OK, f"{facts.qemu_user} registered with the F flag", required=False)
-    then = ("the driver will install qemu-user-static and binfmt-support and register it when an aarch64 cell is "
-            "built" if machine.setup_allowed() else "aarch64 cells cannot be built or checked here")
-    return Check("binfmt aarch64", WARN, f"{problem}; {then} (aarch64 cells only)",
-                 f"apt-get install qemu-user-static binfmt-support && update-binfmts --enable {facts.qemu_user}",
+        return Check("binfmt", OK, f"not needed: this host ({HOST_ARCH}) emulates no arch", required=False)
+    problems = [(f, p) for f in foreign
+                if (p := host.binfmt_problem(machine.binfmt_entry(f.qemu_user), f.qemu_user)) is not None]
+    if not problems:
+        return Check(f"binfmt {names}", OK, f"{', '.join(f.qemu_user for f in foreign)} registered with the F flag",
+                     required=False)
+    arches = ", ".join(f.name for f, _ in problems)
+    then = (f"the driver will install qemu-user-static and binfmt-support and register it when a cell of {arches} "
+            f"is built" if machine.setup_allowed() else f"cells of {arches} cannot be built or checked here")
+    return Check(f"binfmt {names}", WARN, f"{'; '.join(p for _, p in problems)}; {then} ({arches} cells only)",
+                 "apt-get install qemu-user-static binfmt-support && "
+                 + " && ".join(f"update-binfmts --enable {f.qemu_user}" for f, _ in problems),
                  required=False)
 
 

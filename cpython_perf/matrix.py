@@ -9,120 +9,19 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import os
-import platform
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import yaml
-
+# HOST_ARCH is read here at each call (Cell.foreign), so that it can be set for a test
+from .arches import ARCH_FACTS, DEFAULT_ARCH, HOST_ARCH, ArchFacts, can_build, parse_arch_facts, runs_natively
 from .errors import MatrixError, UnknownCell
+from .yaml_lines import LineDict as _LineDict  # noqa: F401
+from .yaml_lines import Where as _Where
+from .yaml_lines import load_yaml as _load_yaml
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
-KNOWN_ARCHES = ("x86_64", "aarch64", "i386")
-# The arch whose cell names carry no suffix (3.13-fp, not 3.13-fp-x86_64), the arches of a cell that lists
-# none, and the machine the whole matrix must build on (the reference host: x86_64 and i386 natively,
-# aarch64 cross-compiled).  Cell names and the matrix's validity are the same on every machine.
-DEFAULT_ARCH = "x86_64"
-# Host machine -> the arches its kernel runs itself (cells built in a container of the arch's own base and
-# run there, perf recording in Docker) and the arches the driver cross-compiles there (built on the host's
-# base, run under qemu-user, recorded in a qemu-system guest).  An arm64 host (a GitHub ubuntu-24.04-arm
-# runner, an arm64 buildbot worker) builds and records its aarch64 cells natively, without qemu; x86_64
-# and i386 cells need an x86_64 host.
-HOST_NATIVE_ARCHES = {"x86_64": ("x86_64", "i386"), "aarch64": ("aarch64",)}
-HOST_CROSS_ARCHES = {"x86_64": ("aarch64",), "aarch64": ()}
-HOST_ARCH_ENV = "CPYTHON_PERF_HOST_ARCH"
-_MACHINE_ARCHES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
-
-
-def detect_host_arch(machine: str | None = None, environ=None) -> str:
-    """The host's arch: $CPYTHON_PERF_HOST_ARCH if set (x86_64 or aarch64), else platform.machine()'s.
-    A machine the driver does not build on keeps its own name: runs_natively() and can_build() are then
-    False for every arch, and building says so (HostArchUnsupported)."""
-    environ = os.environ if environ is None else environ
-    override = environ.get(HOST_ARCH_ENV, "").strip()
-    if override:
-        if override not in HOST_NATIVE_ARCHES:
-            raise MatrixError(f"${HOST_ARCH_ENV}={override!r} is not a host arch the driver knows: use one of "
-                              f"{', '.join(HOST_NATIVE_ARCHES)}, or unset it to use this machine's")
-        return override
-    machine = (machine if machine is not None else platform.machine()).lower()
-    return _MACHINE_ARCHES.get(machine, machine)
-
-
-# The machine this process runs on: what runs natively here, what is cross-compiled and emulated.
-HOST_ARCH = detect_host_arch()
-
-
-def runs_natively(arch: str, host: str | None = None) -> bool:
-    """The host's kernel executes arch's code itself (x86_64 and i386 on x86_64; aarch64 on aarch64)."""
-    return arch in HOST_NATIVE_ARCHES.get(host or HOST_ARCH, ())
-
-
-def can_build(arch: str, host: str | None = None) -> bool:
-    """The driver can build and check cells of arch on host: natively, or cross-compiled under qemu."""
-    host = host or HOST_ARCH
-    return runs_natively(arch, host) or arch in HOST_CROSS_ARCHES.get(host, ())
-
-
-def cannot_build_reason(arch: str, host: str | None = None) -> str | None:
-    """Why a cell of arch cannot be built on host (None: it can)."""
-    host = host or HOST_ARCH
-    if can_build(arch, host):
-        return None
-    able = [h for h in HOST_NATIVE_ARCHES if can_build(arch, h)]
-    where = f"an {' or '.join(able)} host" if able else "no host the driver knows"
-    if host not in HOST_NATIVE_ARCHES:
-        return (f"this machine is {host}, which the driver does not build on (hosts: "
-                f"{', '.join(HOST_NATIVE_ARCHES)}); {arch} cells need {where}")
-    return (f"{arch} cells need {where}; this host is {host}, which builds "
-            f"{', '.join(a for a in KNOWN_ARCHES if can_build(a, host))} cells (run the others on a machine of "
-            f"their arch: the CI plan places them on one)")
-
-
-@dataclass(frozen=True)
-class ArchFacts:
-    """How Debian and the GNU toolchain name an arch, and how the host runs its code."""
-
-    name: str
-    debian: str            # dpkg architecture (multiarch packages, mmdebstrap --architectures)
-    triplet: str           # GNU triplet (configure --host, cross compiler prefix)
-    qemu_system: str = ""  # full-system emulator for real perf in a guest (where the arch is foreign)
-    qemu_user: str = ""    # binfmt handler name for running the image's programs (where the arch is foreign)
-    # Whether the host runs the arch natively depends on the host: runs_natively()
-    # (i386 runs on an x86_64 kernel through its IA32 emulation).
-    # Upstream's configure enables the perf trampoline (PY_HAVE_PERF_TRAMPOLINE)
-    # on x86_64-linux-gnu and aarch64-linux-gnu only; elsewhere -X perf is
-    # ignored and sys.activate_stack_trampoline() raises ValueError, so a cell
-    # there claims no perf mode: it is build-only.
-    trampoline: bool = False
-    # setarch personality every step and command of the image runs under: a
-    # 32-bit userland on the 64-bit kernel, where uname -m (and so configure's
-    # build triplet and platform.machine()) would otherwise say x86_64.
-    personality: str = ""
-    # CPython's PLATFORM_TRIPLET (sys.implementation._multiarch), where it is not the GNU triplet
-    multiarch: str = ""
-    pointer_bits: int = 64
-
-    @property
-    def machine(self) -> str:
-        """What uname -m and platform.machine() say inside the arch's images."""
-        return self.personality or self.name
-
-    @property
-    def platform_triplet(self) -> str:
-        return self.multiarch or self.triplet
-
-
-ARCH_FACTS = {
-    "x86_64": ArchFacts("x86_64", "amd64", "x86_64-linux-gnu", trampoline=True),
-    "aarch64": ArchFacts("aarch64", "arm64", "aarch64-linux-gnu", "qemu-system-aarch64", "qemu-aarch64",
-                         trampoline=True),
-    "i386": ArchFacts("i386", "i386", "i686-linux-gnu", personality="i686",
-                      multiarch="i386-linux-gnu", pointer_bits=32),
-}
 PERF_MODES = ("perf", "perf_jit")
 # The perf map C API every patched interpreter exports (CPython 3.12's names; the backports add them, 3.13
 # has them): what the build-only cells check and what a distribution's libpython symbols file must list.
@@ -139,7 +38,7 @@ SUPPORT_KINDS = ("native", "backport", "none")
 NATIVE_SINCE = {"perf": (3, 12), "perf_jit": (3, 13)}
 IMAGE_REPOSITORY = "cpython-perf"
 
-_TOP_KEYS = {"smoke_cells", "smoke_stock", "default_cell", "base_suite", "arches", "default_arches", "variants", "versions", "lanes",
+_TOP_KEYS = {"smoke_cells", "smoke_stock", "default_cell", "base_suite", "arch_facts", "arches", "default_arches", "variants", "versions", "lanes",
              "distributions", "regression_tests", "profilers", "arch_cflags", "stock", "defects"}
 _STOCK_KEYS = {"distribution", "suite", "package", "python", "perf_suite", "modes", "description", "defects", "jit",
                "not_given"}
@@ -154,90 +53,6 @@ _LANE_KEYS = {"distribution", "source_package", "package_version", "suites", "pe
               "perf_revision"}
 _DISTRIBUTION_KEYS = {"name", "origin", "keyring", "keyring_sha256", "security_suite", "releases", "revision",
                       "purl_namespace"}
-
-
-# --------------------------------------------------------------------------
-# YAML with line numbers
-
-
-class _LineDict(dict):
-    """A mapping that remembers the line of each key (1-based)."""
-
-    line = 0
-    lines: dict
-
-
-class _LineLoader(yaml.SafeLoader):
-    pass
-
-
-def _construct_mapping(loader, node):
-    loader.flatten_mapping(node)
-    mapping = _LineDict()
-    mapping.line = node.start_mark.line + 1
-    mapping.lines = {}
-    for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        line = key_node.start_mark.line + 1
-        if key in mapping:
-            raise MatrixError(
-                f"{loader.name}:{line}: duplicate key {key!r} "
-                f"(first at line {mapping.lines[key]})"
-            )
-        mapping[key] = loader.construct_object(value_node, deep=True)
-        mapping.lines[key] = line
-    return mapping
-
-
-_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
-def _load_yaml(path: Path):
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise MatrixError(f"{path}: cannot read: {exc.strerror}") from None
-    loader = _LineLoader(text)
-    loader.name = str(path)
-    try:
-        data = loader.get_single_data()
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise MatrixError(f"{where}: not valid YAML: {exc.problem or exc}") from None
-    finally:
-        loader.dispose()
-    if not isinstance(data, _LineDict):
-        raise MatrixError(f"{path}:1: expected a mapping at the top level")
-    return data
-
-
-class _Where:
-    """Formats 'file:line: message' for a mapping and one of its keys."""
-
-    def __init__(self, path: Path):
-        self.path = path
-
-    def error(self, mapping, key, message) -> MatrixError:
-        line = getattr(mapping, "lines", {}).get(key) or getattr(mapping, "line", 0)
-        return MatrixError(f"{self.path}:{line}: {message}")
-
-    def check_keys(self, mapping, allowed, what):
-        if not isinstance(mapping, dict):
-            raise MatrixError(f"{self.path}: {what} must be a mapping, not {type(mapping).__name__}")
-        for key in mapping:
-            if key not in allowed:
-                hint = difflib.get_close_matches(str(key), sorted(allowed), n=1)
-                suggestion = f"; did you mean {hint[0]!r}?" if hint else ""
-                raise self.error(
-                    mapping, key,
-                    f"unknown key {key!r} in {what} (allowed: {', '.join(sorted(allowed))}){suggestion}",
-                )
-
-    def require(self, mapping, key, what):
-        if key not in mapping:
-            raise MatrixError(f"{self.path}:{getattr(mapping, 'line', 0)}: {what} lacks required key {key!r}")
-        return mapping[key]
 
 
 # --------------------------------------------------------------------------
@@ -314,6 +129,8 @@ class Cell:
     # Extra CFLAGS of every cell of its arch (matrix.yaml `arch_cflags:`),
     # e.g. aarch64's -mbranch-protection=standard
     arch_cflags: str = ""
+    # What its matrix's arch_facts: say of its arch
+    arch_facts: ArchFacts | None = None
 
     @property
     def check_backends(self) -> tuple[str, ...]:
@@ -333,6 +150,8 @@ class Cell:
 
     def foreign_on(self, host: str) -> bool:
         """Whether the cell is foreign (cross-compiled, emulated) on a host of that arch."""
+        if self.arch_facts is not None:
+            return host not in self.arch_facts.runs_on
         return not runs_natively(self.arch, host)
 
     @property
@@ -340,10 +159,6 @@ class Cell:
         """The arch has no perf trampoline upstream (i386): the cell claims no mode, nothing is recorded
         with perf; its build, exported C API, refused activation and CPython's test_sys are checked."""
         return not self.arch_facts.trampoline
-
-    @property
-    def arch_facts(self) -> ArchFacts:
-        return ARCH_FACTS[self.arch]
 
     @property
     def name(self) -> str:
@@ -550,6 +365,8 @@ class Matrix:
     profilers: "ProfilerPins | None" = None
     # arch -> extra CFLAGS of every cell of that arch
     arch_cflags: dict[str, str] = field(default_factory=dict)
+    # arch -> what the driver knows of it (arch_facts:; the project's where the file has none)
+    arch_facts: dict[str, ArchFacts] = field(default_factory=lambda: dict(ARCH_FACTS))
     # packaging lanes, by name (<suite>-<version>)
     lanes: dict[str, Lane] = field(default_factory=dict)
     # the distributions the lanes build for, by key (debian)
@@ -606,7 +423,7 @@ class Matrix:
 
     def build_python_cell_on(self, cell: Cell, host: str) -> Cell | None:
         """build_python_cell for a host of that arch: a cell of the host's own arch."""
-        if not cell.foreign_on(host) or not can_build(cell.arch, host):
+        if not cell.foreign_on(host) or not can_build(cell.arch, host, self.arch_facts):
             return None
         same_version = [c for c in self.cells.values() if c.version == cell.version and c.arch == host]
         same_version.sort(key=lambda c: (c.variant != cell.variant, c.vanilla != cell.vanilla))
@@ -721,12 +538,15 @@ def load_matrix(path: Path | None = None) -> Matrix:
                                            "variant only): rename distros: to lanes:")
     where.check_keys(data, _TOP_KEYS, "matrix.yaml")
 
+    # a matrix file without arch_facts: (a test's, a user's excerpt) uses the project's
+    arch_facts = parse_arch_facts(where, data) if "arch_facts" in data else dict(ARCH_FACTS)
     arches = where.require(data, "arches", "matrix.yaml")
     if not isinstance(arches, list) or not arches:
         raise where.error(data, "arches", "arches must be a non-empty list")
     for arch in arches:
-        if arch not in KNOWN_ARCHES:
-            raise where.error(data, "arches", f"unknown arch {arch!r} (known: {', '.join(KNOWN_ARCHES)})")
+        if arch not in arch_facts:
+            raise where.error(data, "arches", f"unknown arch {arch!r}: arch_facts describes "
+                                              f"{', '.join(arch_facts)}; describe it there first")
 
     variants_raw = where.require(data, "variants", "matrix.yaml")
     if not isinstance(variants_raw, dict) or not variants_raw:
@@ -741,7 +561,8 @@ def load_matrix(path: Path | None = None) -> Matrix:
         raise where.error(data, "default_arches", f"default_arches must be a list of arches from arches ({', '.join(arches)})")
 
     matrix = Matrix(path, root, str(data.get("base_suite") or "trixie"), tuple(arches), variants,
-                    default_arches=tuple(default_arches), arch_cflags=_load_arch_cflags(where, data))
+                    default_arches=tuple(default_arches), arch_cflags=_load_arch_cflags(where, data, arch_facts),
+                    arch_facts=arch_facts)
 
     versions = where.require(data, "versions", "matrix.yaml")
     if not isinstance(versions, dict) or not versions:
@@ -785,7 +606,7 @@ def load_matrix(path: Path | None = None) -> Matrix:
     return matrix
 
 
-def _load_arch_cflags(where: _Where, data) -> dict[str, str]:
+def _load_arch_cflags(where: _Where, data, arch_facts: dict[str, ArchFacts]) -> dict[str, str]:
     """matrix.yaml `arch_cflags:` {arch: extra CFLAGS of every cell of that arch}."""
     spec = data.get("arch_cflags")
     if spec is None:
@@ -794,8 +615,9 @@ def _load_arch_cflags(where: _Where, data) -> dict[str, str]:
         raise where.error(data, "arch_cflags", "arch_cflags must map an arch to a string of extra CFLAGS")
     for arch, flags in spec.items():
         # a known arch the matrix does not build (now) may keep its flags
-        if arch not in KNOWN_ARCHES:
-            raise where.error(spec, arch, f"unknown arch {arch!r} in arch_cflags (known: {', '.join(KNOWN_ARCHES)})")
+        if arch not in arch_facts:
+            raise where.error(spec, arch, f"unknown arch {arch!r} in arch_cflags (arch_facts describes "
+                                          f"{', '.join(arch_facts)})")
         if not isinstance(flags, str) or not flags.strip():
             raise where.error(spec, arch, f"arch_cflags of {arch} must be a non-empty string of CFLAGS")
         if any(c in flags for c in "\"'$`\\\n"):
@@ -1162,11 +984,11 @@ def _load_version(matrix: Matrix, where: _Where, versions, version: str, spec) -
                                   "arches" if "arches" in cell_spec else variant_name,
                                   f"arch {arch!r} of {version}-{variant_name} is not in the matrix's arches "
                                   f"({', '.join(matrix.arches)})")
-            if not ARCH_FACTS[arch].trampoline:
+            if not matrix.arch_facts[arch].trampoline:
                 raise where.error(cell_spec if "arches" in cell_spec else cells,
                                   "arches" if "arches" in cell_spec else variant_name,
-                                  f"{arch} has no perf trampoline upstream (configure enables it on x86_64 and "
-                                  f"aarch64 Linux only): list it under build_only of {version}-{variant_name}")
+                                  f"{arch} has no perf trampoline upstream (trampoline: false in arch_facts): "
+                                  f"list it under build_only of {version}-{variant_name}")
         # build_only: arches without the trampoline where the cell is built and
         # its interpreter checked, with no perf mode (e.g. i386)
         build_only = cell_spec.get("build_only") or []
@@ -1177,11 +999,11 @@ def _load_version(matrix: Matrix, where: _Where, versions, version: str, spec) -
                 raise where.error(cell_spec, "build_only",
                                   f"build-only arch {arch!r} of {version}-{variant_name} is not in the matrix's "
                                   f"arches ({', '.join(matrix.arches)})")
-            if ARCH_FACTS[arch].trampoline:
+            if matrix.arch_facts[arch].trampoline:
                 raise where.error(cell_spec, "build_only",
                                   f"{arch} has the perf trampoline: list it under arches of "
                                   f"{version}-{variant_name}, where the cell's modes are checked")
-            if not runs_natively(arch, DEFAULT_ARCH):
+            if not runs_natively(arch, DEFAULT_ARCH, matrix.arch_facts):
                 raise where.error(cell_spec, "build_only",
                                   f"build-only cells are built natively; an {DEFAULT_ARCH} host does not run "
                                   f"{arch} code")
@@ -1209,6 +1031,7 @@ def _load_version(matrix: Matrix, where: _Where, versions, version: str, spec) -
                 additions=tuple(additions),
                 backends=backends,
                 arch_cflags=matrix.arch_cflags.get(arch, ""),
+                arch_facts=matrix.arch_facts[arch],
             )
             matrix.cells[cell.name] = cell
             if arch in vanilla_arches:
@@ -1224,5 +1047,5 @@ def _load_version(matrix: Matrix, where: _Where, versions, version: str, spec) -
             # the patched build (series and additions), with no mode and no backend: the interpreter offers none
             cell = Cell(version=version, variant=matrix.variants[variant_name], arch=arch, modes=(),
                         support=support, recipe=recipe, series=series_path, additions=tuple(additions),
-                        arch_cflags=matrix.arch_cflags.get(arch, ""))
+                        arch_cflags=matrix.arch_cflags.get(arch, ""), arch_facts=matrix.arch_facts[arch])
             matrix.cells[cell.name] = cell

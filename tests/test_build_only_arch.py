@@ -10,7 +10,8 @@ from cpython_perf import host
 from cpython_perf.image import bases, cell_image, pipeline, render
 from cpython_perf.image.context import BuildContext
 from cpython_perf.errors import DriverError, MatrixError
-from cpython_perf.matrix import ARCH_FACTS, HOST_ARCH, load_matrix, runs_natively
+from cpython_perf.arches import ARCH_FACTS, HOST_ARCH, runs_natively
+from cpython_perf.matrix import load_matrix
 from cpython_perf.source import patches, sources
 
 from .conftest import edit

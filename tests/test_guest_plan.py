@@ -68,7 +68,8 @@ PROBE = textwrap.dedent("""\
         guest = jit_inject_script(MATRIX.cells["3.13-fp-aarch64"])
         assert f"-X perf_jit {JIT_INJECT_PROGRAM} " in native and f"-X perf_jit {JIT_INJECT_PROGRAM} " in guest
         assert f"-e cpu-clock -F {perf_runs.SAMPLE_FREQUENCY} " in native
-        assert f"-e {perf_runs.GUEST_EVENT} -F {perf_runs.GUEST_DWARF_SAMPLE_FREQUENCY} " in guest
+        event = perf_runs.guest_event(MATRIX.cells["3.13-fp-aarch64"])
+        assert f"-e {event} -F {perf_runs.GUEST_DWARF_SAMPLE_FREQUENCY} " in guest
         for text in (native, guest):
             assert "--call-graph dwarf" in text and "-k 1" in text
             # addr2line's inline lookups took minutes in the emulated guest

@@ -11,8 +11,9 @@ from cpython_perf import matrix as matrix_module
 from cpython_perf.record import perf_runs
 from cpython_perf.source import cell_source
 from cpython_perf.errors import DriverError, MatrixError
-from cpython_perf.matrix import (DEFAULT_ARCH, HOST_ARCH_ENV, can_build, cannot_build_reason, detect_host_arch,
-                                 load_matrix, runs_natively)
+from cpython_perf.arches import (DEFAULT_ARCH, HOST_ARCH_ENV, can_build, cannot_build_reason,
+                                 detect_host_arch, runs_natively)
+from cpython_perf.matrix import load_matrix
 
 MATRIX = load_matrix()
 

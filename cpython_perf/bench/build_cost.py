@@ -29,7 +29,7 @@ from ..image.docker_build import scratch_dir
 from .. import host
 from . import common
 from ..errors import DriverError
-from ..matrix import HOST_ARCH
+from ..arches import HOST_ARCH
 
 RESULTS_DIR = common.RESULTS_DIR
 GROUP = "build"   # results/bench/build-<UTC time>.json

@@ -56,7 +56,8 @@ import yaml
 
 from ..errors import DriverError
 from ..subcommands import Command, main_of
-from ..matrix import DEFAULT_ARCH, KNOWN_ARCHES, PROJECT_ROOT, Matrix, load_matrix
+from ..arches import DEFAULT_ARCH, KNOWN_ARCHES
+from ..matrix import PROJECT_ROOT, Matrix, load_matrix
 from . import plan as ci_plan
 from .buildbot_runs import (NO_WORKER, SKIPPED_FILE, cell_scheduler, is_important_change,  # noqa: F401
                             is_important_file, newest_run, parse_ls_remote, run_key, same_values, split_by_connected)

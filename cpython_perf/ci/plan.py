@@ -47,16 +47,20 @@ from pathlib import Path
 from ..image import pipeline, registry, render, tools
 from ..source import sources
 from ..errors import DriverError, UnknownCell
-from ..matrix import DEFAULT_ARCH, Cell, Matrix
+from ..arches import ARCH_FACTS, DEFAULT_ARCH, HOST_NATIVE_ARCHES
+from ..matrix import Cell, Matrix
 
 EVENTS = ("pull_request", "push", "schedule", "workflow_dispatch")
 
-X86_RUNNER = "ubuntu-24.04"
-ARM_RUNNER = "ubuntu-24.04-arm"
 # GitHub-hosted runner label -> (its machine, the arches whose code it runs without emulation: the x86_64
-# kernel runs i386 code itself)
-RUNNERS = {X86_RUNNER: ("x86_64", ("x86_64", "i386")), ARM_RUNNER: ("aarch64", ("aarch64",))}
-NATIVE_RUNNER = {"x86_64": X86_RUNNER, "i386": X86_RUNNER, "aarch64": ARM_RUNNER}
+# kernel runs i386 code itself), from matrix.yaml's arch_facts (github_runner, runs_on)
+RUNNERS = {facts.github_runner: (host, HOST_NATIVE_ARCHES[host])
+           for host, facts in ARCH_FACTS.items() if host in HOST_NATIVE_ARCHES}
+# arch -> the runner of the host arch that runs its code natively
+NATIVE_RUNNER = {arch: ARCH_FACTS[host].github_runner
+                 for host, arches in HOST_NATIVE_ARCHES.items() for arch in arches}
+X86_RUNNER = ARCH_FACTS[DEFAULT_ARCH].github_runner
+ARM_RUNNER = ARCH_FACTS["aarch64"].github_runner
 # Where aarch64 cells run: on GitHub's arm64 runners (built there natively, recorded with perf in Docker on
 # real arm64 hardware: the driver sees an aarch64 host), or emulated on an x86_64 runner (cross-compiled
 # there, qemu-user for the image's programs, perf in a qemu-system guest), for accounts without arm64 runners.

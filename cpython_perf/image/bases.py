@@ -24,7 +24,7 @@ from pathlib import Path
 
 from .. import host
 from ..errors import DriverError, ImageBuildFailed
-from ..matrix import ARCH_FACTS, HOST_ARCH, runs_natively
+from ..arches import ARCH_FACTS, HOST_ARCH, runs_natively
 from ..source import sources
 from . import render
 from .bootstrap import bootstrap_image, mmdebstrap_archive_args

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import DriverError
-from ..matrix import HOST_ARCH
+from ..arches import HOST_ARCH
 from ..source import patches
 from . import bases, render
 from .context import BuildContext

@@ -7,7 +7,8 @@ import sys
 
 from .. import host
 from ..errors import DriverError
-from ..matrix import HOST_ARCH, KNOWN_ARCHES, load_matrix
+from ..arches import HOST_ARCH, KNOWN_ARCHES
+from ..matrix import load_matrix
 from ..progress import add_verbose_option
 from ..subcommands import Command, log
 from . import bases, pipeline, registry, reproducibility, tools

@@ -13,7 +13,8 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..matrix import HOST_ARCH, Cell
+from ..arches import HOST_ARCH
+from ..matrix import Cell
 from ..source import patches, sources
 from ..source.cell_source import CellSource
 from . import render

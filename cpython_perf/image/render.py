@@ -8,7 +8,8 @@ from pathlib import Path
 
 import jinja2
 
-from ..matrix import ARCH_FACTS, DEFAULT_ARCH, HOST_ARCH, PROJECT_ROOT, Cell, runs_natively, version_tuple
+from ..arches import ARCH_FACTS, DEFAULT_ARCH, HOST_ARCH, runs_natively
+from ..matrix import PROJECT_ROOT, Cell, version_tuple
 
 DOCKER_DIR = PROJECT_ROOT / "docker"
 BASE_PACKAGES = DOCKER_DIR / "base-packages.txt"
@@ -64,11 +65,14 @@ def build_dependency_packages(packages: list[str] | None = None) -> list[str]:
 
 
 def foreign_base_packages(arch: str) -> list[str]:
-    """Packages of a foreign arch's base image: the base list's -dev packages and base-packages-<arch>.txt."""
+    """Packages of a foreign arch's base image: the base list's -dev packages, base-packages-<arch>.txt and
+    the kernel its guest boots (arch_facts' guest.kernel)."""
     own = DOCKER_DIR / f"base-packages-{arch}.txt"
     if not own.is_file():
         raise FileNotFoundError(f"{own} is missing: the package list of the {arch} base image")
-    return build_dependency_packages() + base_packages(own)
+    guest = ARCH_FACTS[arch].guest
+    kernel = [guest.kernel] if guest else []
+    return build_dependency_packages() + base_packages(own) + kernel
 
 
 # Packages of the host list that only perf recordings use: left out of the base of an arch without the trampoline

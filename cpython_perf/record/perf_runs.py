@@ -51,12 +51,12 @@ DWARF_MMAP_FUNCTION = (
 
 
 # A foreign-arch cell records in a qemu-system guest (TCG), which has no
-# usable hardware PMU: its samples come from the cpu-clock software event, at
-# a tenth of the native rate -- the emulated program runs some 10-20 times
+# usable hardware PMU: its samples come from a software event (its arch's
+# guest.event in matrix.yaml's arch_facts: cpu-clock), at a tenth of the
+# native rate -- the emulated program runs some 10-20 times
 # slower, so this takes about as many samples of the same work, and keeps
 # dwarf runs (8 KiB of stack copied per sample, unwound by perf script in the
 # emulated guest) within minutes.
-GUEST_EVENT = "cpu-clock"
 GUEST_SAMPLE_FREQUENCY = 999
 # perf_jit runs in the guest sample more rarely still: `perf script` unwinds
 # each dwarf sample in the emulated guest at ~0.5 s a sample (measured: 1,300
@@ -64,14 +64,23 @@ GUEST_SAMPLE_FREQUENCY = 999
 GUEST_DWARF_SAMPLE_FREQUENCY = 250
 
 
+def guest_event(cell: Cell) -> str:
+    """The perf event a foreign cell samples with in its qemu-system guest (matrix.yaml, arch_facts)."""
+    guest = cell.arch_facts.guest
+    if guest is None:
+        raise ValueError(f"{cell.arch} has no guest: in matrix.yaml's arch_facts, so {cell.name} cannot be "
+                         "recorded on a host that emulates it")
+    return guest.event
+
+
 def record_options(cell: Cell, mode: str | None, event: str | None = None,
                    frequency: int = SAMPLE_FREQUENCY) -> list[str]:
     """perf record options for a mode (None: frame-pointer call graphs, nothing activated) at frequency.
     event: the host's sampling event (perf_event.host_event; None: perf's default); a foreign cell's guest
-    always samples with GUEST_EVENT at the guest's rates."""
+    always samples with its arch's guest event (guest_event) at the guest's rates."""
     if cell.foreign:
         rate = GUEST_DWARF_SAMPLE_FREQUENCY if mode == "perf_jit" else GUEST_SAMPLE_FREQUENCY
-        return mode_record_options(mode, rate, GUEST_EVENT, cell.variant.dwarf_stack_size)
+        return mode_record_options(mode, rate, guest_event(cell), cell.variant.dwarf_stack_size)
     return mode_record_options(mode, frequency, event, cell.variant.dwarf_stack_size)
 
 

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from ..check.suite_results import SKIP_EXPECTED
-from ..matrix import DEFAULT_ARCH, Cell, Matrix
+from ..arches import DEFAULT_ARCH
+from ..matrix import Cell, Matrix
 from .packaging_lanes import LANE_RAN, LaneRow
 from .junit_results import CaseResult
 

@@ -1,11 +1,13 @@
 """Real perf for a foreign-arch cell: boot its own image in a qemu-system guest.
 
-Under qemu-user perf samples the emulator, never the emulated program, so the
-aarch64 cells' perf runs happen in a full-system guest instead:
+Under qemu-user perf samples the emulator, never the emulated program, so a
+foreign arch's perf runs happen in a full-system guest instead (what the guest
+is -- emulator, machine, CPU, console, kernel package -- is the arch's
+`guest:` in matrix.yaml's arch_facts):
 
-1. the cell image (arm64 Debian with the cloud kernel, perf and the
+1. the cell image (Debian of the arch with its kernel, perf and the
    cross-compiled CPython) is exported and written to an ext4 disk image;
-2. qemu-system-aarch64 (-M virt, TCG) boots its kernel and initramfs with
+2. qemu-system-<arch> (TCG) boots its kernel and initramfs with
    init=/cpython-perf/init.sh, which mounts /proc, /sys, a fresh /tmp, lowers
    perf_event_paranoid and runs every job: the same perf_runs shell scripts
    the containers run, each with the conformance scripts in a clean /src;
@@ -39,13 +41,6 @@ UP_MARKER = "CPYTHON-PERF-GUEST-UP"
 DONE_MARKER = "CPYTHON-PERF-GUEST-DONE"
 OUTPUT_DISK_BYTES = 1 << 30         # sparse; the outputs' tar is written raw onto it
 GUEST_MEMORY_MB = 2048
-# A CPU model without SVE: where the CPU has SVE, perf asks for the VG register
-# in dwarf samples' user registers, which only the hardware PMU accepts, so
-# `perf record -e cpu-clock --call-graph dwarf` fails with "PMU Hardware
-# doesn't support sampling/overflow-interrupts" (seen here with -cpu max).
-# cortex-a72 (ARMv8.0) also runs faster under TCG than max (no pointer
-# authentication to emulate).
-GUEST_CPU = "cortex-a72"
 DEFAULT_TIMEOUT = 3600
 
 INIT_SCRIPT = r"""#!/bin/sh
@@ -118,29 +113,30 @@ class GuestRun:
 def qemu_command(cell: Cell, kernel: Path, initrd: Path, disk: Path, output: Path,
                  smp: int | None = None) -> list[str]:
     """The qemu-system command line that boots disk with init=/cpython-perf/init.sh."""
-    facts = cell.arch_facts
-    if not facts.qemu_system:
-        raise DriverError(f"{cell.arch} has no full-system emulator in the matrix's arch facts")
+    guest = cell.arch_facts.guest
+    if guest is None:
+        raise DriverError(f"{cell.arch} has no guest: in matrix.yaml's arch_facts (its emulator, machine, CPU "
+                          "and console)")
     smp = smp or max(1, min(4, os.cpu_count() or 1))
     return [
-        facts.qemu_system, "-M", "virt", "-cpu", GUEST_CPU, "-smp", str(smp), "-m", str(GUEST_MEMORY_MB),
+        guest.qemu, "-M", guest.machine, "-cpu", guest.cpu, "-smp", str(smp), "-m", str(GUEST_MEMORY_MB),
         "-nographic", "-no-reboot",
         "-kernel", str(kernel), "-initrd", str(initrd),
-        "-append", f"root=/dev/vda rw console=ttyAMA0 panic=-1 init=/{GUEST_DIR}/init.sh",
+        "-append", f"root=/dev/vda rw console={guest.console} panic=-1 init=/{GUEST_DIR}/init.sh",
         "-drive", f"file={disk},format=raw,if=virtio",
         "-drive", f"file={output},format=raw,if=virtio",
     ]
 
 
-def boot_files(rootfs: Path) -> tuple[Path, Path]:
-    """The newest kernel and its initramfs under rootfs/boot."""
+def boot_files(rootfs: Path, kernel_file: str = "vmlinuz") -> tuple[Path, Path]:
+    """The newest kernel (/boot/<kernel_file>-<version>) and its initramfs under rootfs/boot."""
     boot = rootfs / "boot"
-    kernels = sorted(boot.glob("vmlinuz-*"))
+    kernels = sorted(boot.glob(f"{kernel_file}-*"))
     if not kernels:
-        raise DriverError("the image has no kernel in /boot (vmlinuz-*): the arch's base image must include "
-                          "a kernel package (docker/base-packages-<arch>.txt)")
+        raise DriverError(f"the image has no kernel in /boot ({kernel_file}-*): the arch's base image must "
+                          "include its guest's kernel package (guest.kernel in matrix.yaml's arch_facts)")
     kernel = kernels[-1]
-    initrd = boot / ("initrd.img-" + kernel.name[len("vmlinuz-"):])
+    initrd = boot / ("initrd.img-" + kernel.name[len(kernel_file) + 1:])
     if not initrd.is_file():
         raise DriverError(f"{kernel} has no initramfs {initrd.name}: initramfs-tools must be in the base image")
     return kernel, initrd
@@ -203,7 +199,10 @@ def _make_disk(rootfs: Path, disk: Path) -> None:
 def run_in_guest(client, cell: Cell, jobs: list[GuestJob], files: list[Path], *, timeout: float = DEFAULT_TIMEOUT,
                  workdir: Path | None = None, log=print) -> GuestRun:
     """Boot cell's image in a qemu-system guest, run jobs there, return their results."""
-    host.ensure_commands({cell.arch_facts.qemu_system: "qemu-system-arm", "mkfs.ext4": "e2fsprogs"}, log)
+    guest = cell.arch_facts.guest
+    if guest is None:
+        raise DriverError(f"{cell.name}: {cell.arch} has no guest: in matrix.yaml's arch_facts")
+    host.ensure_commands({guest.qemu: guest.package, "mkfs.ext4": "e2fsprogs"}, log)
     if not jobs:
         raise ValueError("no jobs to run in the guest")
     names = [j.name for j in jobs]
@@ -216,7 +215,7 @@ def run_in_guest(client, cell: Cell, jobs: list[GuestJob], files: list[Path], *,
         rootfs.mkdir()
         export_rootfs(client, cell.image, rootfs)
         _install_jobs(rootfs, jobs, files)
-        kernel, initrd = boot_files(rootfs)
+        kernel, initrd = boot_files(rootfs, guest.kernel_file)
         shutil.copy2(kernel, tmp / "vmlinuz")
         shutil.copy2(initrd, tmp / "initrd.img")
         disk, output = tmp / "root.img", tmp / "output.img"

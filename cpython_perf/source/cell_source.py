@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import DriverError
-from ..matrix import HOST_ARCH, Cell, Matrix, cannot_build_reason
+from ..arches import HOST_ARCH, cannot_build_reason
+from ..matrix import Cell, Matrix
 from . import patches, sources
 
 

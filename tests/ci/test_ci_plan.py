@@ -17,7 +17,8 @@ from cpython_perf.image import pipeline, render, tools
 from cpython_perf.source import cell_source, patches, sources
 from cpython_perf.ci import plan as ci_plan
 from cpython_perf.ci.plan import PlanError, build_plan
-from cpython_perf.matrix import ARCH_FACTS, PROJECT_ROOT, load_matrix
+from cpython_perf.arches import ARCH_FACTS
+from cpython_perf.matrix import PROJECT_ROOT, load_matrix
 
 MATRIX = load_matrix()
 FULL_EVENTS = ("push", "schedule", "workflow_dispatch")

@@ -80,7 +80,7 @@ def test_without_no_cache_the_look_up_by_digest_fetches_nothing_before_the_stage
 def test_a_cross_build_makes_its_build_python_image_first(stages, monkeypatch):
     """A cross-compiled cell's build Python image is a stage of its build: missing, it is made (image and SBOM)
     before the cell's own, from the context the cell's carries."""
-    from cpython_perf.matrix import HOST_ARCH
+    from cpython_perf.arches import HOST_ARCH
 
     cell = MATRIX.cell("3.13-fp-aarch64")
     if not cell.foreign_on(HOST_ARCH):

@@ -117,4 +117,5 @@ def test_recordings_take_the_hosts_event():
 def test_a_foreign_cell_keeps_its_guest_event():
     foreign = next(c for c in MATRIX.cells.values() if c.foreign)
     options = perf_runs.record_options(foreign, "perf", "cycles")
-    assert options[:2] == ["-e", perf_runs.GUEST_EVENT] and "cycles" not in options
+    assert options[:2] == ["-e", perf_runs.guest_event(foreign)] == ["-e", "cpu-clock"]
+    assert "cycles" not in options

@@ -1,0 +1,106 @@
+"""matrix.yaml `arch_facts:`: what the driver knows of each arch is data, validated with the line it is on."""
+
+from __future__ import annotations
+
+from cpython_perf.ci import plan
+from cpython_perf.image import render
+from cpython_perf.arches import ARCH_FACTS, HOST_CROSS_ARCHES, HOST_NATIVE_ARCHES, load_arch_facts, runs_natively
+from cpython_perf.matrix import load_matrix
+from cpython_perf.record import perf_runs
+from cpython_perf.run import guest
+
+from .conftest import edit, expect_error
+
+RISCV64 = """  riscv64:
+    debian: riscv64
+    triplet: riscv64-linux-gnu
+    trampoline: true
+    cross_built_on: [x86_64]
+    qemu_user: qemu-riscv64
+    guest:
+      qemu: qemu-system-riscv64
+      package: qemu-system-misc
+      machine: virt
+      cpu: rv64
+      console: ttyS0
+      kernel: linux-image-riscv64
+      kernel_file: vmlinux
+      event: cpu-clock
+  i386:
+"""
+
+
+def test_the_project_facts_give_the_hosts_and_what_they_run():
+    assert set(ARCH_FACTS) == set(load_matrix().arches)
+    assert HOST_NATIVE_ARCHES == {"x86_64": ("x86_64", "i386"), "aarch64": ("aarch64",)}
+    assert HOST_CROSS_ARCHES == {"x86_64": ("aarch64",), "aarch64": ()}
+    assert ARCH_FACTS["i386"].machine == "i686" and ARCH_FACTS["i386"].pointer_bits == 32
+    assert ARCH_FACTS["aarch64"].guest.kernel == "linux-image-cloud-arm64"
+    # the guest's kernel is in the arm64 base image, which its guest boots
+    assert "linux-image-cloud-arm64" in render.foreign_base_packages("aarch64")
+    assert plan.NATIVE_RUNNER == {"x86_64": "ubuntu-24.04", "i386": "ubuntu-24.04", "aarch64": "ubuntu-24.04-arm"}
+
+
+def test_a_new_arch_is_an_entry_of_arch_facts(project_copy):
+    path = project_copy / "matrix.yaml"
+    edit(path, "  i386:\n", RISCV64)
+    edit(path, "arches: [x86_64, aarch64, i386]", "arches: [x86_64, aarch64, i386, riscv64]")
+    _add_riscv64_to_the_313_fp_cell(path)
+    facts = load_arch_facts(path)
+    assert facts["riscv64"].qemu_system == "qemu-system-riscv64" and facts["riscv64"].cross_built_on == ("x86_64",)
+    cell = load_matrix(path).cell("3.13-fp-riscv64")
+    assert cell.arch_facts == facts["riscv64"] and cell.foreign_on("x86_64") and not cell.build_only
+    cmd = guest.qemu_command(cell, "/k", "/i", "/d.img", "/o.img", smp=2)
+    assert cmd[:3] == ["qemu-system-riscv64", "-M", "virt"] and cmd[cmd.index("-cpu") + 1] == "rv64"
+    assert "console=ttyS0" in cmd[cmd.index("-append") + 1]
+    assert perf_runs.guest_event(cell) == "cpu-clock"
+    assert not runs_natively("riscv64", "x86_64")
+
+
+def _add_riscv64_to_the_313_fp_cell(path):
+    text = path.read_text()
+    start = text.index('  "3.13":')
+    old = "      fp: {modes: [perf], arches: [x86_64, aarch64], vanilla: [x86_64]}"
+    at = text.index(old, start)
+    path.write_text(text[:at] + old.replace("aarch64]", "aarch64, riscv64]") + text[at + len(old):])
+
+
+def test_an_unknown_key_of_an_arch_is_named_with_its_line(project_copy):
+    edit(project_copy / "matrix.yaml", "    qemu_user: qemu-aarch64\n", "    qemu_user: qemu-aarch64\n    qemu_usr: x\n")
+    expect_error(project_copy, "qemu_usr: x", "unknown key 'qemu_usr' in arch_facts.aarch64")
+
+
+def test_a_guest_samples_with_a_software_event(project_copy):
+    edit(project_copy / "matrix.yaml", "      event: cpu-clock\n", "      event: cycles\n")
+    expect_error(project_copy, "event: cycles", "must be a software event a TCG guest samples with")
+
+
+def test_a_cross_built_arch_needs_its_guest(project_copy):
+    path = project_copy / "matrix.yaml"
+    text = path.read_text()
+    start = text.index("    guest:\n      qemu: qemu-system-aarch64")
+    end = text.index("      event: cpu-clock\n", start) + len("      event: cpu-clock\n")
+    path.write_text(text[:start] + text[end:])
+    expect_error(project_copy, "    cross_built_on: [x86_64]", "it needs qemu_user (the binfmt handler) and guest:")
+
+
+def test_only_a_host_arch_cross_builds(project_copy):
+    edit(project_copy / "matrix.yaml", "    cross_built_on: [x86_64]\n", "    cross_built_on: [i386]\n")
+    expect_error(project_copy, "cross_built_on: [i386]", "names 'i386', which is no host")
+
+
+def test_a_host_arch_names_its_runner(project_copy):
+    edit(project_copy / "matrix.yaml", "    github_runner: ubuntu-24.04-arm\n", "")
+    expect_error(project_copy, "    runs_on: [aarch64]", "arch_facts.aarch64 is a host arch: give its github_runner")
+
+
+def test_the_matrix_arches_are_described_arches(project_copy):
+    edit(project_copy / "matrix.yaml", "arches: [x86_64, aarch64, i386]", "arches: [x86_64, aarch64, i386, s390x]")
+    expect_error(project_copy, "arches: [x86_64, aarch64, i386, s390x]",
+                 "unknown arch 's390x': arch_facts describes x86_64, aarch64, i386; describe it there first")
+
+
+def test_arch_cflags_name_described_arches(project_copy):
+    edit(project_copy / "matrix.yaml", "  aarch64: -mbranch-protection=standard\n",
+         "  aarch64: -mbranch-protection=standard\n  ppc64el: -mcpu=power8\n")
+    expect_error(project_copy, "ppc64el: -mcpu=power8", "unknown arch 'ppc64el' in arch_cflags")
