@@ -13,6 +13,7 @@ qemu-user-static (.ci/run installs them); without them the tests skip, saying so
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import tarfile
@@ -90,31 +91,69 @@ def test_the_series_trampoline_is_uncompressed_with_its_return_label(trees, tmp_
     assert addresses["_Py_trampoline_func_end"] - addresses["_Py_trampoline_func_start"] == 36
 
 
+# The LP64 Linux facts the two perf files read; configure gives the same on riscv64-linux-gnu.
+PYCONFIG = """\
+#define PY_HAVE_PERF_TRAMPOLINE 1
+#define SIZEOF_VOID_P 8
+#define SIZEOF_LONG 8
+#define SIZEOF_SIZE_T 8
+#define SIZEOF_INT 4
+#define SIZEOF_WCHAR_T 4
+#define SIZEOF_LONG_LONG 8
+#define SIZEOF_FLOAT 4
+#define SIZEOF_DOUBLE 8
+#define SIZEOF_TIME_T 8
+#define SIZEOF_OFF_T 8
+#define SIZEOF_PID_T 4
+#define SIZEOF_SHORT 2
+#define ALIGNOF_LONG 8
+#define ALIGNOF_SIZE_T 8
+#define SIZEOF_UINTPTR_T 8
+#define SIZEOF_FPOS_T 16
+#define SIZEOF__BOOL 1
+#define HAVE_UNISTD_H 1
+#define HAVE_SYS_MMAN_H 1
+#define HAVE_MMAP 1
+#define HAVE_STDINT_H 1
+#define HAVE_FCNTL_H 1
+#define HAVE_SYS_STAT_H 1
+#define HAVE_SYS_TYPES_H 1
+#define HAVE_PTHREAD_H 1
+#define _GNU_SOURCE 1
+#define WITH_PYMALLOC 1
+#define HAVE_DYNAMIC_LOADING 1
+#define HAVE_CLOCK_GETTIME 1
+#define HAVE_SYS_TIME_H 1
+#define HAVE_STD_ATOMIC 1
+#define HAVE_BUILTIN_ATOMIC 1
+"""
+
+
+def compile_for_riscv64(tree: Path, source: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    """source of tree compiled for riscv64 as CPython's Makefile compiles its core (-std=c11)."""
+    (tmp_path / "pyconfig.h").write_text(PYCONFIG)
+    return subprocess.run([CC, "-O2", "-std=c11", "-Wall", "-Werror", "-DPy_BUILD_CORE", f"-I{tmp_path}",
+                           f"-I{tree / 'Include'}", f"-I{tree / 'Include' / 'internal'}", "-c",
+                           "-o", str(tmp_path / "out.o"), str(tree / source)], capture_output=True, text=True)
+
+
 @pytest.mark.parametrize("source", ["Python/perf_jit_trampoline.c", "Python/perf_trampoline.c"])
 def test_the_perf_sources_compile_for_riscv64(trees, tmp_path, source):
-    """Released 3.13.5 stops perf_jit_trampoline.c with "Unsupported target architecture" on riscv64."""
-    tree = trees["series"]
-    config = tmp_path / "pyconfig.h"
-    # the LP64 Linux facts these two files read; configure would give the same on riscv64-linux-gnu
-    config.write_text("#define PY_HAVE_PERF_TRAMPOLINE 1\n#define SIZEOF_VOID_P 8\n#define SIZEOF_LONG 8\n"
-                      "#define SIZEOF_SIZE_T 8\n#define SIZEOF_INT 4\n#define SIZEOF_WCHAR_T 4\n"
-                      "#define SIZEOF_LONG_LONG 8\n#define SIZEOF_FLOAT 4\n#define SIZEOF_DOUBLE 8\n"
-                      "#define SIZEOF_TIME_T 8\n#define SIZEOF_OFF_T 8\n#define SIZEOF_PID_T 4\n"
-                      "#define SIZEOF_SHORT 2\n#define ALIGNOF_LONG 8\n#define ALIGNOF_SIZE_T 8\n"
-                      "#define SIZEOF_UINTPTR_T 8\n#define SIZEOF_FPOS_T 16\n#define SIZEOF__BOOL 1\n"
-                      "#define HAVE_UNISTD_H 1\n#define HAVE_SYS_MMAN_H 1\n#define HAVE_MMAP 1\n"
-                      "#define HAVE_STDINT_H 1\n#define HAVE_FCNTL_H 1\n#define HAVE_SYS_STAT_H 1\n"
-                      "#define HAVE_SYS_TYPES_H 1\n#define HAVE_PTHREAD_H 1\n#define _GNU_SOURCE 1\n"
-                      "#define WITH_PYMALLOC 1\n#define HAVE_DYNAMIC_LOADING 1\n#define HAVE_CLOCK_GETTIME 1\n"
-                      "#define HAVE_SYS_TIME_H 1\n#define HAVE_STD_ATOMIC 1\n#define HAVE_BUILTIN_ATOMIC 1\n")
-    for name, released in (("series", False), ("released", True)):
-        if released and source != "Python/perf_jit_trampoline.c":
-            continue
-        here = trees[name]
-        proc = subprocess.run([CC, "-O2", "-std=c11", "-Wall", "-Werror", "-DPy_BUILD_CORE", f"-I{tmp_path}",
-                               f"-I{here / 'Include'}", f"-I{here / 'Include' / 'internal'}", "-c",
-                               "-o", str(tmp_path / "out.o"), str(here / source)], capture_output=True, text=True)
-        if released:
-            assert proc.returncode != 0 and "Unsupported target architecture" in proc.stderr, proc.stderr
-        else:
-            assert proc.returncode == 0, proc.stderr
+    proc = compile_for_riscv64(trees["series"], source, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_released_perf_jit_does_not_build_for_riscv64(trees, tmp_path):
+    proc = compile_for_riscv64(trees["released"], "Python/perf_jit_trampoline.c", tmp_path)
+    assert proc.returncode != 0 and "Unsupported target architecture" in proc.stderr, proc.stderr
+
+
+def test_the_trampoline_copies_are_flushed_from_the_icache(trees, tmp_path):
+    """glibc's __riscv_flush_icache, not libgcc's __clear_cache (an empty function on RISC-V, which GCC calls as
+    it is under -std=c11)."""
+    proc = compile_for_riscv64(trees["series"], "Python/perf_trampoline.c", tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    calls = subprocess.run(["riscv64-linux-gnu-objdump", "-dr", str(tmp_path / "out.o")], capture_output=True,
+                           text=True, check=True).stdout
+    called = set(re.findall(r"R_RISCV_CALL(?:_PLT)?\s+(\S+)", calls))
+    assert "__riscv_flush_icache" in called and "__clear_cache" not in called, sorted(called)
