@@ -194,9 +194,12 @@ def check_paranoid(machine: Machine) -> Check:
     return Check("perf_event_paranoid", OK, f"{level} (the containers' perf capability is what counts below 4)")
 
 
-def check_binfmt(machine: Machine) -> Check:
-    """Programs of the arches this host cross-builds, under qemu-user (their cells only: not the default job's)."""
-    foreign = [facts for facts in ARCH_FACTS.values() if HOST_ARCH in facts.cross_built_on and facts.qemu_user]
+def check_binfmt(machine: Machine, matrix: Matrix | None = None) -> Check:
+    """Programs of the matrix's arches this host cross-builds, under qemu-user (their cells only: not the
+    default job's)."""
+    arches = matrix.arches if matrix is not None else tuple(ARCH_FACTS)
+    foreign = [ARCH_FACTS[a] for a in arches
+               if HOST_ARCH in ARCH_FACTS[a].cross_built_on and ARCH_FACTS[a].qemu_user]
     names = ", ".join(f.name for f in foreign)
     if not foreign:
         return Check("binfmt", OK, f"not needed: this host ({HOST_ARCH}) emulates no arch", required=False)
@@ -267,7 +270,7 @@ def diagnose(matrix: Matrix, machine: Machine | None = None) -> list[Check]:
                                    required=needs_bootstrap)
                   if machine.which("mmdebstrap") or needs_bootstrap else
                   Check("mmdebstrap", OK, "not needed: the base image is here", required=False))
-    checks.append(check_binfmt(machine))
+    checks.append(check_binfmt(machine, matrix))
     checks += check_disk(machine, client, plan)
     checks.append(check_archive(machine, matrix, plan))
     return checks
