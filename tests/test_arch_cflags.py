@@ -68,8 +68,8 @@ def test_arch_cflags_whitespace_is_normalised(project_copy):
 
 
 def test_arch_cflags_of_an_unknown_arch(project_copy):
-    edit(project_copy / "matrix.yaml", ARCH_CFLAGS, ARCH_CFLAGS + "  riscv64: -march=rv64gc\n")
-    expect_error(project_copy, "riscv64: -march", "unknown arch 'riscv64' in arch_cflags")
+    edit(project_copy / "matrix.yaml", ARCH_CFLAGS, ARCH_CFLAGS + "  s390x: -march=z13\n")
+    expect_error(project_copy, "s390x: -march", "unknown arch 's390x' in arch_cflags")
 
 
 def test_arch_cflags_must_be_a_mapping(project_copy):

@@ -82,8 +82,3 @@ def test_the_matrix_arches_are_described_arches(project_copy):
     expect_error(project_copy, "arches: [x86_64, aarch64, i386, s390x]",
                  "unknown arch 's390x': arch_facts describes x86_64, aarch64, riscv64, i386; describe it there first")
 
-
-def test_arch_cflags_name_described_arches(project_copy):
-    edit(project_copy / "matrix.yaml", "  aarch64: -mbranch-protection=standard\n",
-         "  aarch64: -mbranch-protection=standard\n  ppc64el: -mcpu=power8\n")
-    expect_error(project_copy, "ppc64el: -mcpu=power8", "unknown arch 'ppc64el' in arch_cflags")
