@@ -27,10 +27,11 @@ import nox
 
 sys.path.insert(0, str(Path(__file__).parent))
 from cpython_perf.errors import MatrixError  # noqa: E402
-from cpython_perf.arches import ARCH_FACTS, HOST_ARCH, can_build, cannot_build_reason, runs_natively  # noqa: E402
-from cpython_perf.matrix import load_matrix  # noqa: E402
 
 try:
+    # importing the driver reads matrix.yaml's arch_facts; then the whole matrix
+    from cpython_perf.arches import ARCH_FACTS, HOST_ARCH, can_build, cannot_build_reason, runs_natively
+    from cpython_perf.matrix import load_matrix
     MATRIX = load_matrix()
 except MatrixError as exc:
     sys.exit(f"error: {exc}")

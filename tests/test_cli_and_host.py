@@ -65,3 +65,19 @@ def test_nox_lists_a_session_per_cell():
 
     for name in load_matrix().cells:
         assert f"build-{name}" in proc.stdout and f"conformance-{name}" in proc.stdout
+
+
+def test_malformed_arch_facts_exit_non_zero_naming_the_line_at_import(tmp_path):
+    """matrix.yaml's arch_facts are read when the driver is imported: `python -m cpython_perf` says what is wrong
+    and where, as for any matrix error, not with a traceback."""
+    shutil.copytree(PROJECT_ROOT / "cpython_perf", tmp_path / "cpython_perf",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(PROJECT_ROOT / "matrix.yaml", tmp_path / "matrix.yaml")
+    edit(tmp_path / "matrix.yaml", "    triplet: riscv64-linux-gnu\n", '    triplet: "riscv64 linux"\n')
+    line = next(n for n, text in enumerate((tmp_path / "matrix.yaml").read_text().splitlines(), 1)
+                if "riscv64 linux" in text)
+    run = subprocess.run([sys.executable, "-m", "cpython_perf", "cells"], cwd=tmp_path, capture_output=True,
+                         text=True, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path)})
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.startswith(f"error: {tmp_path / 'matrix.yaml'}:{line}: triplet of arch_facts.riscv64"), run.stderr
+    assert "Traceback" not in run.stderr
