@@ -83,6 +83,14 @@ class ArchFacts:
         """The full-system emulator its perf runs in, or "" (no guest: not emulated anywhere)."""
         return self.guest.qemu if self.guest else ""
 
+    def required_guest(self) -> GuestFacts:
+        """The guest its perf runs in where the arch is emulated; an error naming the missing entry if none."""
+        if self.guest is None:
+            raise MatrixError(f"{self.name} has no guest: in matrix.yaml's arch_facts (its emulator, machine, "
+                              "CPU, console, kernel and perf event), so its cells cannot be recorded where it "
+                              "is emulated")
+        return self.guest
+
 
 def load_arch_facts(path: Path | None = None) -> dict[str, ArchFacts]:
     """matrix.yaml's `arch_facts:`, validated: {arch: ArchFacts}."""
@@ -121,12 +129,12 @@ def parse_arch_facts(where: Where, data) -> dict[str, ArchFacts]:
         bits = entry.get("pointer_bits", 64)
         if bits not in (32, 64):
             raise where.error(entry, "pointer_bits", f"pointer_bits of {what} must be 32 or 64")
-        hosts = {}
+        host_lists = {}
         for key in ("runs_on", "cross_built_on"):
             value = entry.get(key) or []
             if not isinstance(value, list) or not all(isinstance(h, str) for h in value):
                 raise where.error(entry, key, f"{key} of {what} must be a list of host arches")
-            hosts[key] = tuple(value)
+            host_lists[key] = tuple(value)
         guest = None
         if "guest" in entry:
             g = entry["guest"]
@@ -139,7 +147,7 @@ def parse_arch_facts(where: Where, data) -> dict[str, ArchFacts]:
                                               f"samples with ({', '.join(_GUEST_EVENTS)}), not {guest.event!r}")
         facts[name] = ArchFacts(
             name, text(entry, "debian", what), text(entry, "triplet", what), trampoline,
-            hosts["runs_on"], hosts["cross_built_on"], text(entry, "qemu_user", what, required=False),
+            host_lists["runs_on"], host_lists["cross_built_on"], text(entry, "qemu_user", what, required=False),
             text(entry, "personality", what, required=False), text(entry, "multiarch", what, required=False),
             bits, text(entry, "github_runner", what, required=False), guest)
     host_arches = {h for f in facts.values() for h in f.runs_on}
@@ -150,7 +158,7 @@ def parse_arch_facts(where: Where, data) -> dict[str, ArchFacts]:
                 if h not in facts:
                     raise where.error(entry, key, f"{key} of arch_facts.{name} names {h!r}, which arch_facts "
                                                   "does not describe")
-                if h not in host_arches or h not in facts[h].runs_on:
+                if h not in facts[h].runs_on:
                     raise where.error(entry, key, f"{key} of arch_facts.{name} names {h!r}, which is no host: a "
                                                   f"host arch runs its own code (runs_on: [{h}] in arch_facts.{h})")
         if set(f.runs_on) & set(f.cross_built_on):

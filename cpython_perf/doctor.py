@@ -25,7 +25,7 @@ from . import host
 from .record import perf_event
 from .source import sources
 from .errors import DriverError
-from .arches import ARCH_FACTS, HOST_ARCH
+from .arches import HOST_ARCH
 from .matrix import Matrix, load_matrix
 from .subcommands import Command, no_arguments
 
@@ -194,12 +194,11 @@ def check_paranoid(machine: Machine) -> Check:
     return Check("perf_event_paranoid", OK, f"{level} (the containers' perf capability is what counts below 4)")
 
 
-def check_binfmt(machine: Machine, matrix: Matrix | None = None) -> Check:
+def check_binfmt(machine: Machine, matrix: Matrix) -> Check:
     """Programs of the matrix's arches this host cross-builds, under qemu-user (their cells only: not the
     default job's)."""
-    arches = matrix.arches if matrix is not None else tuple(ARCH_FACTS)
-    foreign = [ARCH_FACTS[a] for a in arches
-               if HOST_ARCH in ARCH_FACTS[a].cross_built_on and ARCH_FACTS[a].qemu_user]
+    described = [matrix.arch_facts[a] for a in matrix.arches]
+    foreign = [f for f in described if HOST_ARCH in f.cross_built_on and f.qemu_user]
     names = ", ".join(f.name for f in foreign)
     if not foreign:
         return Check("binfmt", OK, f"not needed: this host ({HOST_ARCH}) emulates no arch", required=False)
@@ -208,10 +207,10 @@ def check_binfmt(machine: Machine, matrix: Matrix | None = None) -> Check:
     if not problems:
         return Check(f"binfmt {names}", OK, f"{', '.join(f.qemu_user for f in foreign)} registered with the F flag",
                      required=False)
-    arches = ", ".join(f.name for f, _ in problems)
-    then = (f"the driver will install qemu-user-static and binfmt-support and register it when a cell of {arches} "
-            f"is built" if machine.setup_allowed() else f"cells of {arches} cannot be built or checked here")
-    return Check(f"binfmt {names}", WARN, f"{'; '.join(p for _, p in problems)}; {then} ({arches} cells only)",
+    missing = ", ".join(f.name for f, _ in problems)
+    then = (f"the driver will install qemu-user-static and binfmt-support and register it when a cell of {missing} "
+            f"is built" if machine.setup_allowed() else f"cells of {missing} cannot be built or checked here")
+    return Check(f"binfmt {names}", WARN, f"{'; '.join(p for _, p in problems)}; {then} ({missing} cells only)",
                  "apt-get install qemu-user-static binfmt-support && "
                  + " && ".join(f"update-binfmts --enable {f.qemu_user}" for f, _ in problems),
                  required=False)

@@ -16,7 +16,7 @@ from pathlib import Path
 # HOST_ARCH is read here at each call (Cell.foreign), so that it can be set for a test
 from .arches import ARCH_FACTS, DEFAULT_ARCH, HOST_ARCH, ArchFacts, can_build, parse_arch_facts, runs_natively
 from .errors import MatrixError, UnknownCell
-from .yaml_lines import LineDict as _LineDict  # noqa: F401
+from .yaml_lines import LineDict as _LineDict
 from .yaml_lines import Where as _Where
 from .yaml_lines import load_yaml as _load_yaml
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from cpython_perf.ci import plan
+from cpython_perf.errors import MatrixError
 from cpython_perf.image import render
 from cpython_perf.arches import ARCH_FACTS, HOST_CROSS_ARCHES, HOST_NATIVE_ARCHES, load_arch_facts, runs_natively
 from cpython_perf.matrix import load_matrix
@@ -82,3 +85,9 @@ def test_the_matrix_arches_are_described_arches(project_copy):
     expect_error(project_copy, "arches: [x86_64, aarch64, i386, s390x]",
                  "unknown arch 's390x': arch_facts describes x86_64, aarch64, riscv64, i386; describe it there first")
 
+
+
+def test_an_arch_never_emulated_has_no_guest_to_record_in():
+    with pytest.raises(MatrixError, match="i386 has no guest: in matrix.yaml's arch_facts"):
+        ARCH_FACTS["i386"].required_guest()
+    assert ARCH_FACTS["aarch64"].required_guest().qemu == "qemu-system-aarch64"

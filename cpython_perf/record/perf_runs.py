@@ -66,11 +66,7 @@ GUEST_DWARF_SAMPLE_FREQUENCY = 250
 
 def guest_event(cell: Cell) -> str:
     """The perf event a foreign cell samples with in its qemu-system guest (matrix.yaml, arch_facts)."""
-    guest = cell.arch_facts.guest
-    if guest is None:
-        raise ValueError(f"{cell.arch} has no guest: in matrix.yaml's arch_facts, so {cell.name} cannot be "
-                         "recorded on a host that emulates it")
-    return guest.event
+    return cell.arch_facts.required_guest().event
 
 
 def record_options(cell: Cell, mode: str | None, event: str | None = None,

@@ -113,10 +113,7 @@ class GuestRun:
 def qemu_command(cell: Cell, kernel: Path, initrd: Path, disk: Path, output: Path,
                  smp: int | None = None) -> list[str]:
     """The qemu-system command line that boots disk with init=/cpython-perf/init.sh."""
-    guest = cell.arch_facts.guest
-    if guest is None:
-        raise DriverError(f"{cell.arch} has no guest: in matrix.yaml's arch_facts (its emulator, machine, CPU "
-                          "and console)")
+    guest = cell.arch_facts.required_guest()
     smp = smp or max(1, min(4, os.cpu_count() or 1))
     return [
         guest.qemu, "-M", guest.machine, "-cpu", guest.cpu, "-smp", str(smp), "-m", str(GUEST_MEMORY_MB),
@@ -199,9 +196,7 @@ def _make_disk(rootfs: Path, disk: Path) -> None:
 def run_in_guest(client, cell: Cell, jobs: list[GuestJob], files: list[Path], *, timeout: float = DEFAULT_TIMEOUT,
                  workdir: Path | None = None, log=print) -> GuestRun:
     """Boot cell's image in a qemu-system guest, run jobs there, return their results."""
-    guest = cell.arch_facts.guest
-    if guest is None:
-        raise DriverError(f"{cell.name}: {cell.arch} has no guest: in matrix.yaml's arch_facts")
+    guest = cell.arch_facts.required_guest()
     host.ensure_commands({guest.qemu: guest.package, "mkfs.ext4": "e2fsprogs"}, log)
     if not jobs:
         raise ValueError("no jobs to run in the guest")
