@@ -43,7 +43,7 @@ from cpython_perf.check.suite_results import SKIP_EXPECTED
 from cpython_perf.errors import DockerUnavailable, DriverError, PerfNotPermitted, SourceUnavailable, UnknownCell
 from cpython_perf.image import pipeline, tools
 from cpython_perf.matrix import Cell, load_matrix
-from cpython_perf.record import jit_inject, perf_event, perf_runs
+from cpython_perf.record import jit_inject, perf_data, perf_event, perf_runs
 from cpython_perf.record.perf_samples import PERF_SCRIPT_FIELDS, min_chain_fraction
 from cpython_perf.run import containers, guest
 from cpython_perf.run.runners import CellRunner, GuestRunner
@@ -479,6 +479,7 @@ def jit_inject_script(cell, perf: str = "perf", python: str = "python3", event: 
         perf_runs.DWARF_MMAP_FUNCTION,
         "set -e",
         f"{perf} record -q {options} -o /src/perf.data -- {python} -X perf_jit {JIT_INJECT_PROGRAM} > /src/prog.json",
+        *perf_runs.perf_arch_lines(cell, "perf_jit", "/src/perf.data", python),
         f"{perf} inject -i /src/perf.data --jit -o /src/perf.jit.data",
         f"{python} -E /src/jit_inject.py -i /src/perf.data -o /src/perf.arena.data",
         f"{perf} script {fields} -i /src/perf.jit.data > /src/perf-inject.txt 2>/dev/null",
@@ -559,8 +560,9 @@ def guest_jobs(cell) -> list[guest.GuestJob]:
 
 
 def guest_files() -> list[Path]:
-    """The files each guest job finds in /src: the conformance scripts and JIT_INJECT_FILES."""
-    return sorted(SCRIPTS.glob("*.py")) + list(JIT_INJECT_FILES)
+    """The files each guest job finds in /src: the conformance scripts, JIT_INJECT_FILES and perf_data.py (the
+    arch rename of dwarf recordings where the arch's perf needs it, perf_runs.perf_arch_lines)."""
+    return sorted(SCRIPTS.glob("*.py")) + list(JIT_INJECT_FILES) + [Path(perf_data.__file__)]
 
 
 def guest_shape_skip_reason(cell, mode: str, shape: str) -> str | None:

@@ -297,9 +297,10 @@ import json, os, re, subprocess, sys, sysconfig
 files = [os.path.realpath(sys.executable)]
 if sysconfig.get_config_var("Py_ENABLE_SHARED"):
     files.append(os.path.join(sysconfig.get_config_var("LIBDIR"), sysconfig.get_config_var("INSTSONAME")))
-SETUP = re.compile(r"\bmov\s+%rsp,%rbp$|\bmov\s+x29,\s*sp$|\badd\s+x29,\s*sp,")   # x86-64, aarch64
+# x86-64, aarch64, riscv64 (objdump writes addi s0,sp,N as add)
+SETUP = re.compile(r"\bmov\s+%rsp,%rbp$|\bmov\s+x29,\s*sp$|\badd\s+x29,\s*sp,|\baddi?\s+s0,\s*sp,")
 FUNC = re.compile(r"^[0-9a-f]+ <([^>]+)>:$")
-CALL = re.compile(r"^\s*[0-9a-f]+:\s+(call|bl|blr)\s")
+CALL = re.compile(r"^\s*[0-9a-f]+:\s+(call|bl|blr|jal|jalr)\s")
 # calls that never return (a failed assert() of a --with-pydebug build, the stack protector's report): the
 # compiler may lay them out before a shrink-wrapped frame setup that the path to them has already passed
 NORETURN = re.compile(r"<(__assert_fail|__stack_chk_fail|abort)@plt>$")

@@ -26,7 +26,7 @@ DEFAULT_ARCH = "x86_64"
 HOST_ARCH_ENV = "CPYTHON_PERF_HOST_ARCH"
 _ARCH_NAME = re.compile(r"[a-z][a-z0-9_]*")
 _ARCH_KEYS = {"debian", "triplet", "trampoline", "runs_on", "cross_built_on", "qemu_user", "personality",
-              "multiarch", "pointer_bits", "github_runner", "guest"}
+              "multiarch", "pointer_bits", "github_runner", "guest", "perf_arch"}
 _GUEST_KEYS = {"qemu", "package", "machine", "cpu", "console", "kernel", "kernel_file", "event"}
 # perf events a TCG guest can sample with: software ones (an emulated CPU has no usable PMU)
 _GUEST_EVENTS = ("cpu-clock", "task-clock")
@@ -68,6 +68,10 @@ class ArchFacts:
     pointer_bits: int = 64
     github_runner: str = ""  # GitHub-hosted runner label, for a host arch
     guest: GuestFacts | None = None
+    # The name perf's dwarf unwinder knows the arch's registers by, where the perf of the arch's base image
+    # does not map uname's name to it: each dwarf recording's perf.data is renamed to it before perf inject
+    # and perf script (cpython_perf/record/perf_data.py, set_arch).  "" where perf needs nothing.
+    perf_arch: str = ""
 
     @property
     def machine(self) -> str:
@@ -149,7 +153,8 @@ def parse_arch_facts(where: Where, data) -> dict[str, ArchFacts]:
             name, text(entry, "debian", what), text(entry, "triplet", what), trampoline,
             host_lists["runs_on"], host_lists["cross_built_on"], text(entry, "qemu_user", what, required=False),
             text(entry, "personality", what, required=False), text(entry, "multiarch", what, required=False),
-            bits, text(entry, "github_runner", what, required=False), guest)
+            bits, text(entry, "github_runner", what, required=False), guest,
+            text(entry, "perf_arch", what, required=False))
     host_arches = {h for f in facts.values() for h in f.runs_on}
     for name, f in facts.items():
         entry = spec[name]

@@ -46,7 +46,7 @@ _PROFILER_KEYS = {"suite", "samply", "inferno", "py_spy", "austin"}
 _PY_SPY_KEYS = {"version", "sha256"}
 _VARIANT_KEYS = {"description", "cflags", "configure", "configure_since", "dwarf_stack_size", "environment"}
 _VERSION_KEYS = {"recipe", "support", "series", "additions", "additions_header", "cells", "prerelease"}
-_CELL_KEYS = {"modes", "arches", "vanilla", "build_only"}
+_CELL_KEYS = {"modes", "modes_on", "arches", "vanilla", "build_only"}
 _RECIPE_KEYS = {"version", "url", "sha256", "size", "debian", "configure"}
 _DEBIAN_KEYS = {"package", "suite", "file"}
 _LANE_KEYS = {"distribution", "source_package", "package_version", "suites", "perf_suite", "modes", "description",
@@ -951,6 +951,8 @@ def _load_version(matrix: Matrix, where: _Where, versions, version: str, spec) -
     if not isinstance(cells, dict) or not cells:
         raise where.error(spec, "cells", f"cells of {version} must be a non-empty mapping")
     claimed = {m for c in cells.values() if isinstance(c, dict) for m in (c.get("modes") or [])}
+    claimed |= {m for c in cells.values() if isinstance(c, dict) and isinstance(c.get("modes_on"), dict)
+                for ms in c["modes_on"].values() if isinstance(ms, list) for m in ms}
     native = {m for m, since in NATIVE_SINCE.items() if support == "native" and version_tuple(version) >= since}
     backends = tuple(m for m in PERF_MODES if m in claimed | native)
     for variant_name, cell_spec in cells.items():
@@ -962,7 +964,13 @@ def _load_version(matrix: Matrix, where: _Where, versions, version: str, spec) -
         cell_spec = cell_spec if cell_spec is not None else _LineDict()
         where.check_keys(cell_spec, _CELL_KEYS, f"cell {version}-{variant_name}")
         modes = cell_spec.get("modes") or []
-        for mode in modes:
+        # modes_on: {arch: [modes]}, what the cell claims on an arch where it is not `modes` (an arch whose
+        # perf cannot unwind one of them)
+        modes_on = cell_spec.get("modes_on") or {}
+        if not isinstance(modes_on, dict) or not all(isinstance(v, list) for v in modes_on.values()):
+            raise where.error(cell_spec, "modes_on", f"modes_on of {version}-{variant_name} must map arches to "
+                                                      "lists of modes")
+        for mode in [*modes, *(m for ms in modes_on.values() for m in ms)]:
             if mode not in PERF_MODES:
                 raise where.error(cells, variant_name, f"unknown perf mode {mode!r} (known: {', '.join(PERF_MODES)})")
             if support == "none":
@@ -989,6 +997,10 @@ def _load_version(matrix: Matrix, where: _Where, versions, version: str, spec) -
                                   "arches" if "arches" in cell_spec else variant_name,
                                   f"{arch} has no perf trampoline upstream (trampoline: false in arch_facts): "
                                   f"list it under build_only of {version}-{variant_name}")
+        for arch in modes_on:
+            if arch not in cell_arches:
+                raise where.error(cell_spec, "modes_on", f"modes_on of {version}-{variant_name} names {arch!r}, "
+                                                          f"which is not among its arches ({', '.join(cell_arches)})")
         # build_only: arches without the trampoline where the cell is built and
         # its interpreter checked, with no perf mode (e.g. i386)
         build_only = cell_spec.get("build_only") or []
@@ -1024,7 +1036,7 @@ def _load_version(matrix: Matrix, where: _Where, versions, version: str, spec) -
                 version=version,
                 variant=matrix.variants[variant_name],
                 arch=arch,
-                modes=tuple(modes),
+                modes=tuple(modes_on.get(arch, modes)),
                 support=support,
                 recipe=recipe,
                 series=series_path,

@@ -50,7 +50,7 @@ def test_vanilla_arches():
 
 def test_cell_arch_outside_the_matrix_is_an_error(project_copy):
     path = project_copy / "matrix.yaml"
-    edit(path, "arches: [x86_64, aarch64, i386]\n", "arches: [x86_64, i386]\n")
+    edit(path, "arches: [x86_64, aarch64, riscv64, i386]\n", "arches: [x86_64, riscv64, i386]\n")
     # arch_cflags may name aarch64 too: without it, the first error is the cell's
     path.write_text(re.sub(r"^arch_cflags:\n(?:[ \t]+.*\n)+", "", path.read_text(), flags=re.M))
     with pytest.raises(MatrixError, match=r"arch 'aarch64' of 3\.9-fp is not in the matrix's arches"):
@@ -103,6 +103,38 @@ def test_foreign_base_list_and_tag():
     tag = render.base_image_tag("trixie", packages, "aarch64")
     assert tag.startswith("cpython-perf-base:trixie-arm64-")
     assert tag != render.base_image_tag("trixie", packages)
+
+
+def test_modes_on_gives_one_arch_its_own_modes():
+    """3.13-fp claims perf, but perf_jit only on riscv64 (docs/matrix.md says why); the other arches and its
+    vanilla twin keep the cell's modes."""
+    matrix = load_matrix()
+    assert matrix.cell("3.13-fp-riscv64").modes == ("perf_jit",)
+    assert matrix.cell("3.13-fp").modes == matrix.cell("3.13-fp-aarch64").modes == ("perf",)
+    assert "perf_jit" in matrix.cell("3.13-fp-riscv64").backends
+
+
+@pytest.mark.parametrize("old, new, says", [
+    ("modes_on: {riscv64: [perf_jit]}", "modes_on: {s390x: [perf_jit]}", r"names 's390x', which is not among"),
+    ("modes_on: {riscv64: [perf_jit]}", "modes_on: {riscv64: [perf_maps]}", "unknown perf mode 'perf_maps'"),
+    ("modes_on: {riscv64: [perf_jit]}", "modes_on: [riscv64]", "must map arches to lists of modes"),
+])
+def test_a_malformed_modes_on_is_an_error_naming_it(project_copy, old, new, says):
+    edit(project_copy / "matrix.yaml", old, new)
+    with pytest.raises(MatrixError, match=says):
+        load_matrix(project_copy / "matrix.yaml")
+
+
+def test_dwarf_recordings_of_riscv64_name_the_arch_perf_unwinds():
+    """trixie's perf knows riscv64's registers only as riscv: its dwarf recordings are renamed before perf inject
+    and perf script read them; no other arch's, and no frame-pointer recording's."""
+    matrix = load_matrix()
+    shell = perf_runs.perf_run(matrix.cell("3.13-release-riscv64"), "perf_jit").shell.splitlines()
+    rename = "python3 -E /src/perf_data.py set-arch /src/perf.data riscv > /dev/null"
+    assert rename in shell
+    assert shell.index(rename) < next(i for i, line in enumerate(shell) if "perf inject" in line)
+    for cell, mode in (("3.13-release-aarch64", "perf_jit"), ("3.13-release", "perf_jit"), ("3.13-fp", "perf")):
+        assert "set-arch" not in perf_runs.perf_run(matrix.cell(cell), mode).shell
 
 
 def test_foreign_cells_record_cpu_clock():

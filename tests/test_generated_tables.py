@@ -25,6 +25,21 @@ def test_every_variant_has_one_row_with_its_flags_and_modes():
     assert "from 3.15: configure `--without-frame-pointers`" in release and "`perf_jit` (" in release
 
 
+def test_every_arch_has_one_row_saying_how_its_cells_are_built_run_recorded_and_where_ci_runs_them():
+    rows = generated_tables.arch_table(MATRIX).splitlines()[3:-1]
+    assert [row.split(" | ")[0] for row in rows] == [f"| `{arch}`" for arch in MATRIX.arches]
+    by_arch = {arch: row.split(" | ") for arch, row in zip(MATRIX.arches, rows)}
+    # riscv64: GitHub has no runner of its own: cross-built and emulated on the x86_64 runner, perf in its guest
+    _, debian, built, run, perf, runner, cells = by_arch["riscv64"]
+    assert debian == "`riscv64`" and "cross-compiled on x86_64 (`--host=riscv64-linux-gnu`)" in built
+    assert "qemu-riscv64" in run and "`qemu-system-riscv64 -M virt -cpu rv64`" in perf and "`cpu-clock`" in perf
+    assert runner == f"`{MATRIX.arch_facts['x86_64'].github_runner}` (under qemu)"
+    assert cells.rstrip(" |") == ", ".join(f"`{c.name}`" for c in MATRIX.cells_of_arch("riscv64"))
+    # i386: no trampoline upstream, so build-only cells and no recording
+    assert by_arch["i386"][4].startswith("none: no trampoline upstream")
+    assert by_arch["aarch64"][5] == f"`{MATRIX.arch_facts['aarch64'].github_runner}`"
+
+
 VARIANT_PAGES = ["README.md", "docs/matrix.md"]
 STOCK_PAGES = ["README.md", "docs/conformance.md"]
 

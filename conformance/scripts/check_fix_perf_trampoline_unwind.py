@@ -36,7 +36,14 @@ C. Branch protection (aarch64, where sysconfig's CFLAGS have
    must match it at every row: the unwinder strips the authentication code
    only where the CFI says the return address is signed.
 
-Supported architectures: x86_64 and aarch64 (little endian).
+D. riscv64 (not in 3.13.5, whose riscv trampoline saves ra but builds no
+   frame record and whose perf_jit does not build there, gh-121201; the
+   project's series, patches/3.13/0032): the frame record is the one GCC
+   builds with frame pointers, s0 pointing at the frame's top (the CFA), the
+   return address at s0-8 and the caller's s0 at s0-16; the CIE's code
+   alignment is 1, as GCC's (2-byte instructions exist there).
+
+Supported architectures: x86_64, aarch64 and riscv64 (little endian).
 Exit status: 0 = fixed, 1 = defect present (messages on stderr),
 2 = cannot be checked here. Standard library only.
 """
@@ -52,6 +59,7 @@ import sysconfig
 from childcheck import sleb, uleb
 
 ARCH = platform.machine()
+AARCH64 = ARCH in ("aarch64", "arm64")
 PROBE = "trampoline_unwind_probe"
 
 CHILD_PERF = f"""
@@ -87,11 +95,19 @@ print("PID", os.getpid(), flush=True)
 # Addresses are offsets from the stack pointer at function entry ("E").
 # x86_64: [E] holds the return address, CFA = E + 8.
 # aarch64: the return address is in x30, CFA = E.
+# riscv64: the return address is in ra (x1), CFA = E.
+# FP_RECORD: where the frame record [caller FP, return address] lies from the
+# frame pointer (x86-64 and aarch64: at it; riscv64: 16 bytes below it).
+# CODE_ALIGN: the code alignment factor a CIE of the arch has (GCC's).
 # --------------------------------------------------------------------------
+
+FP_RECORD = 0
+CODE_ALIGN = 4
 
 if ARCH == "x86_64":
     REG_SP, REG_FP, REG_RA = 7, 6, 16
     TRUE_CFA = 8
+    CODE_ALIGN = 1
     INSNS = [
         (bytes.fromhex("f30f1efa"), "nop"),        # endbr64
         (bytes.fromhex("55"), "push_fp"),
@@ -102,7 +118,7 @@ if ARCH == "x86_64":
         (bytes.fromhex("5d"), "pop_fp"),
         (bytes.fromhex("c3"), "ret"),
     ]
-elif ARCH in ("aarch64", "arm64"):
+elif AARCH64:
     REG_SP, REG_FP, REG_RA = 31, 29, 30
     TRUE_CFA = 0
     INSNS = [
@@ -115,6 +131,30 @@ elif ARCH in ("aarch64", "arm64"):
         (struct.pack("<I", 0xA8C17BFD), "ldp_fp_lr"),   # ldp x29, x30, [sp], 16
         (struct.pack("<I", 0xD65F03C0), "ret"),
     ]
+elif ARCH == "riscv64":
+    REG_SP, REG_FP, REG_RA = 2, 8, 1
+    TRUE_CFA = 0
+    FP_RECORD = -16
+    CODE_ALIGN = 1
+    INSNS = [(struct.pack("<I", word), kind) for word, kind in [
+        (0xFF010113, "sub16"),          # addi sp, sp, -16
+        (0x00113423, "sd_ra_8"),        # sd ra, 8(sp)
+        (0x00813023, "sd_fp_0"),        # sd s0, 0(sp)
+        (0x01010413, "fp_sp16"),        # addi s0, sp, 16
+        (0x000680E7, "call"),           # jalr a3
+        (0x00813083, "ld_ra_8"),        # ld ra, 8(sp)
+        (0x00013403, "ld_fp_0"),        # ld s0, 0(sp)
+        (0x01010113, "add16"),          # addi sp, sp, 16
+        (0x00008067, "ret"),            # ret (jalr zero, 0(ra))
+    ]] + [(struct.pack("<H", half), kind) for half, kind in [
+        # the compressed forms an assembler for rv64gc makes of 3.13.5's own trampoline
+        (0x1141, "sub16"),              # c.addi16sp sp, -16
+        (0xE406, "sd_ra_8"),            # c.sdsp ra, 8(sp)
+        (0x9682, "call"),               # c.jalr a3
+        (0x60A2, "ld_ra_8"),            # c.ldsp ra, 8(sp)
+        (0x0141, "add16"),              # c.addi sp, 16
+        (0x8082, "ret"),                # c.jr ra
+    ]]
 else:
     INSNS = None
 
@@ -123,7 +163,7 @@ def decode(code):
     """Return a list of (offset, length, kind)."""
     out, off = [], 0
     while off < len(code):
-        if ARCH != "x86_64" and not any(code.startswith(p, off) for p, _k in INSNS):
+        if AARCH64 and not any(code.startswith(p, off) for p, _k in INSNS):
             word = code[off:off + 4]
             if len(word) == 4 and (struct.unpack("<I", word)[0] & 0xFFFFF01F) == 0xD503201F:
                 out.append((off, 4, "nop"))        # HINT space: bti/paciasp/...
@@ -144,7 +184,7 @@ class State:
     def __init__(self):
         self.sp = 0                 # SP = E + sp
         self.fp = None              # None: caller's value; int: E + fp
-        self.ra_in_reg = ARCH != "x86_64"   # aarch64: x30 holds the RA
+        self.ra_in_reg = ARCH != "x86_64"   # aarch64: x30 holds the RA; riscv64: ra
         self.saved = {}             # reg -> address (offset from E)
         self.stale = {}             # reg -> slot that still holds its value
                                     # after it was reloaded (pop/ldp)
@@ -188,6 +228,22 @@ def simulate(insns):
             st.stale[REG_FP] = st.saved.pop(REG_FP, None)
             st.stale[REG_RA] = st.saved.pop(REG_RA, None)
             st.sp += 16
+        elif kind == "sub16":
+            st.sp -= 16
+        elif kind == "add16":
+            st.sp += 16
+        elif kind == "sd_ra_8":
+            st.saved[REG_RA] = st.sp + 8
+        elif kind == "sd_fp_0":
+            st.saved[REG_FP] = st.sp
+        elif kind == "fp_sp16":
+            st.fp = st.sp + 16
+        elif kind == "ld_ra_8":
+            st.ra_in_reg = True
+            st.stale[REG_RA] = st.saved.pop(REG_RA, None)
+        elif kind == "ld_fp_0":
+            st.fp = None
+            st.stale[REG_FP] = st.saved.pop(REG_FP, None)
         elif kind == "pac":
             st.ra_signed = True
         elif kind == "aut":
@@ -195,7 +251,7 @@ def simulate(insns):
         elif kind == "call":
             call_state = st.copy()
             if ARCH != "x86_64":
-                call_state.ra_in_reg = False   # blr clobbers x30
+                call_state.ra_in_reg = False   # blr clobbers x30, jalr ra
                 st.ra_in_reg = False
         elif kind == "ret":
             break
@@ -214,9 +270,11 @@ def check_frame_record(code):
         return ["no frame record: the trampoline does not set up its frame "
                 f"pointer before calling the evaluator (code {code.hex()})"]
     errs = []
-    if cs.saved.get(REG_FP) != cs.fp:
-        errs.append("frame pointer does not point at the saved caller FP")
-    if ra_slot is None or ra_slot != cs.fp + 8:
+    record = cs.fp + FP_RECORD
+    where = "at" if FP_RECORD == 0 else f"{-FP_RECORD} bytes below"
+    if cs.saved.get(REG_FP) != record:
+        errs.append(f"the caller FP is not saved {where} the frame pointer")
+    if ra_slot is None or ra_slot != record + 8:
         errs.append("return address is not stored next to the saved FP")
     return errs
 
@@ -234,7 +292,7 @@ def branch_protection():
 
 def check_branch_protection(code):
     """Part C: landing pad, and pac-ret around the saved return address."""
-    if ARCH == "x86_64":
+    if not AARCH64:
         return []
     want_bti, want_pac = branch_protection()
     insns = decode(code)
@@ -304,7 +362,7 @@ def run_cfi(instrs, caf, daf, row, stop_pc, pc=0, initial=None):
             row.pop(r, None)
             if initial and r in initial:
                 row[r] = initial[r]
-        elif op == 0x2D and ARCH != "x86_64":            # AARCH64_negate_ra_state
+        elif op == 0x2D and AARCH64:           # AARCH64_negate_ra_state
             row["ra_signed"] = not row.get("ra_signed", False)
         elif op in (0x07, 0x08):                         # undefined/same_value
             r, off = uleb(instrs, off)
@@ -385,7 +443,7 @@ def check_unwind(eh, hdr, code):
         cie, fde = parse_ehframe(eh)
     except (ValueError, IndexError, struct.error) as exc:
         return [f"malformed .eh_frame: {exc}"]
-    exp_caf = 1 if ARCH == "x86_64" else 4
+    exp_caf = CODE_ALIGN
     if cie["caf"] != exp_caf:
         errs.append(f"CIE code alignment factor {cie['caf']}, expected "
                     f"{exp_caf} for {ARCH}")
@@ -466,7 +524,7 @@ def check_unwind(eh, hdr, code):
         elif ra_rule not in (None, ("same",)) and not (
                 ra_rule[0] == "off" and TRUE_CFA + ra_rule[1] in
                 (st.saved.get(REG_RA), st.stale.get(REG_RA))):
-            problems.append(f"return address rule {ra_rule} but RA is still in x30")
+            problems.append(f"return address rule {ra_rule} but RA is still in its register")
         # Frame pointer.
         fp_rule = row.get(REG_FP)
         if st.fp is not None:
@@ -614,7 +672,7 @@ def main():
     jit = ("-X perf_jit not available before 3.13" if n_checked is None else
            f"{n_checked} jitdump unwind entries match the code and the "
            f"synthesized DSO layout")
-    bti, pac = branch_protection() if ARCH != "x86_64" else (False, False)
+    bti, pac = branch_protection() if AARCH64 else (False, False)
     bp = (f"; branch protection ({'BTI' if bti else ''}{', ' if bti and pac else ''}"
            f"{'pac-ret' if pac else ''}) checked" if bti or pac else "")
     print(f"PASS (gh-136541): {ARCH} trampoline {live.hex()} has a frame "

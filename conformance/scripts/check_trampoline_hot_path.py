@@ -20,8 +20,8 @@ callee-saved register is pushed or stored and the stack pointer is not moved.
 Where the interpreter is not built with the project's series (no
 sys._stack_trampoline_backend), an evaluator that calls its trampoline
 instead of jumping to it is CPython's own form: exit 2.  Exit 2 (cannot
-check) without objdump, on an architecture other than x86-64
-and aarch64, where the binary has neither function's symbol (stripped, or
+check) without objdump, on an architecture other than x86-64,
+aarch64 and riscv64, where the binary has neither function's symbol (stripped, or
 no trampoline), and in a build that is not optimised or is instrumented (-O0,
 -Og, --with-pydebug, a sanitizer): the compiler gives every function a frame
 there, so the claim, about what users run, cannot be seen.
@@ -46,6 +46,10 @@ X86_TAIL = re.compile(r"^\s*jmp\s+\*")
 ARM_SAVE = re.compile(r"^\s*(stp\s+(x(19|2[0-9])|x29|x30),|str\s+(x(19|2[0-9])|x29|x30),|"
                       r"sub\s+sp,\s*sp,)")
 ARM_TAIL = re.compile(r"^\s*br\s+x")
+# riscv64: ra and s0-s11 stored, or sp lowered (objdump writes addi as add); the tail call is a jr other than
+# the return (jr ra, which objdump writes ret)
+RISCV_SAVE = re.compile(r"^\s*(c\.)?(sd\s+(ra|s[0-9]|s1[01]|fp),|(addi?|add)\s+sp,\s*sp,\s*-)")
+RISCV_TAIL = re.compile(r"^\s*(c\.)?jr\s+(?!ra\b)[a-z]")
 
 
 def binaries():
@@ -103,8 +107,10 @@ def main():
         save, tail = X86_SAVE, X86_TAIL
     elif machine in ("aarch64", "arm64"):
         save, tail = ARM_SAVE, ARM_TAIL
+    elif machine == "riscv64":
+        save, tail = RISCV_SAVE, RISCV_TAIL
     else:
-        print(f"cannot check: the register-save patterns are written for x86-64 and aarch64, not {machine}")
+        print(f"cannot check: the register-save patterns are written for x86-64, aarch64 and riscv64, not {machine}")
         return CANNOT_CHECK
     if shutil.which("objdump") is None:
         print("cannot check: no objdump (binutils) here")

@@ -5,7 +5,7 @@ attrs and data sections as offset/size pairs, a bitmap of the features that foll
 section -- records, each an 8-byte header {u32 type, u16 misc, u16 size} and its body -- then one
 {offset, size} entry per feature and the features themselves.
 
-Two uses:
+Three uses:
 
 - `pids_named(path)`: the pids of the processes a recording holds (their COMM, FORK, EXIT, MMAP and
   MMAP2 records: perf writes one of these for every process it records, synthesized at the start for
@@ -17,6 +17,13 @@ Two uses:
   it has exited, perf inject cannot tell that this is its dump and injects nothing.  Renaming the mmap
   record's file to `jit-<host pid>.dump` (and keeping the dump under that name, which
   `record --container` does) lets perf inject read it after the process is gone.
+
+- `set_arch(path, name)`: perf record writes uname's machine into the file (its ARCH feature), and perf script
+  picks the registers it unwinds dwarf samples with by that name.  perf 6.12 (Debian trixie) knows riscv64's
+  registers only as "riscv": on riscv64 it says "Fail to find SP register for arch riscv64" and unwinds no
+  dwarf sample past its first frame (perf's normalize_arch() has no riscv rule; mainline perf names the arch
+  from the ELF machine instead).  Rewriting the name, in place, before perf inject and perf script unwinds
+  them.  Standalone, for a machine without the driver: `python3 perf_data.py set-arch perf.data riscv`.
 
 The file may come from anywhere (a recording another user made, one a container's perf writes): it is
 opened without blocking and only as a regular file, and every section, record and field is checked against
@@ -229,3 +236,70 @@ def rename_jitdumps(src: Path, dst: Path, renames: dict[int, tuple[int, int]]) -
     fields[6] = len(new_data)
     Path(dst).write_bytes(HEADER.pack(*fields) + raw[HEADER.size:layout.data_offset] + new_data + bytes(tail))
     return count
+
+
+FEATURE_ARCH = 6   # HEADER_ARCH: {u32 length, the machine's name, NUL-padded to that length}
+
+
+def set_arch(path: Path, name: str) -> str:
+    """Rewrite the arch name a finished perf.data records (its ARCH feature) as name, in place; the old name.
+    The new name takes the old one's room, NUL-padded: it must be shorter than that room."""
+    new = name.encode()
+    if not new or b"\0" in new or not new.isascii():
+        raise PerfDataError(f"{name!r} is not an arch name")
+    fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    with os.fdopen(fd, "r+b") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise PerfDataError(f"{path} is not a regular file (a FIFO, a device or a directory): not changed")
+        head = f.read(HEADER.size)
+        try:
+            layout = read_layout(head, st.st_size)
+        except PerfDataError as exc:
+            raise PerfDataError(f"{path}: {exc}") from None
+        fields = HEADER.unpack_from(head)
+        if fields[6] == 0:
+            raise PerfDataError(f"{path} is still being written (its data size is 0): change it after perf record ends")
+        bits = int.from_bytes(struct.pack("<4Q", *fields[9:13]), "little")
+        if not bits >> FEATURE_ARCH & 1:
+            raise PerfDataError(f"{path} records no arch (its ARCH feature is not set)")
+        index = bin(bits & ((1 << FEATURE_ARCH) - 1)).count("1")   # the features are in bit order
+        data_end = layout.data_offset + layout.data_size
+        f.seek(data_end + 16 * index)
+        entry = f.read(16)
+        if len(entry) != 16:
+            raise PerfDataError(f"{path}: its feature table runs past the end of the file")
+        offset, size = struct.unpack("<QQ", entry)
+        if offset < data_end or size < 4 or offset + size > st.st_size:
+            raise PerfDataError(f"{path}: its ARCH section ({size} bytes at {offset}) is not in the file after the data")
+        f.seek(offset)
+        section = f.read(size)
+        (length,) = struct.unpack_from("<I", section)
+        if length > size - 4 or length == 0:
+            raise PerfDataError(f"{path}: its ARCH string ({length} bytes) does not fit its section ({size} bytes)")
+        old = section[4:4 + length].split(b"\0", 1)[0].decode("ascii", "replace")
+        if len(new) >= length:
+            raise PerfDataError(f"{path}: {name!r} does not fit the {length} bytes of its ARCH string")
+        f.seek(offset + 4)
+        f.write(new.ljust(length, b"\0"))
+    return old
+
+
+def main(argv=None) -> int:
+    """`python3 perf_data.py set-arch FILE NAME`: set_arch, standalone (no driver needed)."""
+    import sys
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 3 or args[0] != "set-arch":
+        print("usage: perf_data.py set-arch PERF_DATA NAME", file=sys.stderr)
+        return 2
+    try:
+        old = set_arch(Path(args[1]), args[2])
+    except (OSError, PerfDataError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"{args[1]}: arch {old} -> {args[2]}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -146,6 +146,7 @@ def perf_run(cell: Cell, mode: str | None, activation: str = "xoption", script: 
         f"timed record {('env ' + envs + ' ') if envs else ''}{record}{shlex.join(argv)} > /src/python.stdout",
     ]
     data = "/src/perf.data"
+    lines += perf_arch_lines(cell, mode, data, python)
     if mode == "perf_jit":
         # perf inject writes jitted-PID-N.so beside the dump, i.e. in the mounted /tmp.
         lines.append(f"timed inject {perf} inject -i /src/perf.data --jit --output /src/perf.jit.data")
@@ -153,6 +154,19 @@ def perf_run(cell: Cell, mode: str | None, activation: str = "xoption", script: 
     lines.append(f"echo \"data_bytes $(stat -c %s {data})\" >> {phases}")
     lines.append(f"timed script {perf} script -F {PERF_SCRIPT_FIELDS} -i {data} > /src/{SCRIPT_OUTPUT}")
     return PerfRun("\n".join(lines) + "\n")
+
+
+# perf_data.py, standalone, beside the scripts in /src of a guest (the driver is not in the image)
+PERF_DATA_SCRIPT = "perf_data.py"
+
+
+def perf_arch_lines(cell: Cell, mode: str | None, data: str, python: str = "python3") -> list[str]:
+    """Shell lines that rename the arch a dwarf recording (perf_jit) names, for an arch whose perf needs it
+    (arch_facts' perf_arch), before perf inject and perf script read it; none elsewhere."""
+    name = cell.arch_facts.perf_arch
+    if mode != "perf_jit" or not name:
+        return []
+    return [f"{python} -E /src/{PERF_DATA_SCRIPT} set-arch {shlex.quote(data)} {shlex.quote(name)} > /dev/null"]
 
 
 def parse_phases(text: str) -> dict[str, int]:

@@ -54,12 +54,15 @@ def _flags(variant) -> str:
 def _modes(matrix: Matrix, variant_name: str) -> str:
     """The modes the variant's checked cells claim, each set with the versions whose cells claim it."""
     groups: dict[tuple[str, ...], list[str]] = {}
-    for cell in matrix.cells.values():
-        if cell.variant.name != variant_name or cell.vanilla or cell.build_only:
-            continue
+    cells = [c for c in matrix.cells.values() if c.variant.name == variant_name and not c.vanilla and not c.build_only]
+    first = {}   # version -> the modes of its first cell (the default arch's): an arch that claims others is named
+    for cell in cells:
+        first.setdefault(cell.version, cell.modes)
+    for cell in cells:
         versions = groups.setdefault(tuple(m for m in PERF_MODES if m in cell.modes), [])
-        if cell.version not in versions:
-            versions.append(cell.version)
+        label = cell.version if cell.modes == first[cell.version] else f"{cell.version} on {cell.arch}"
+        if label not in versions:
+            versions.append(label)
     if not groups:
         return "none (no cell)"
     return "; ".join(f"{_code(modes) if modes else 'none'} ({', '.join(versions)})"
@@ -142,7 +145,53 @@ class GeneratedTable:
     pages: tuple[str, ...]
 
 
+ARCH_BEGIN = "<!-- arch table: generated from matrix.yaml by `python -m cpython_perf docs`; edit matrix.yaml -->"
+ARCH_END = "<!-- end of the arch table -->"
+ARCH_HEADER = "| arch | Debian | built | programs run | perf records | GitHub Actions | cells |"
+
+
+def _hosts(names) -> str:
+    return " or ".join(names)
+
+
+def _arch_row(matrix: Matrix, arch: str) -> str:
+    facts = matrix.arch_facts[arch]
+    built, run, perf = [], [], []
+    for host in facts.runs_on:
+        built.append(f"natively on {host}" + (f" (under `setarch {facts.personality}`)" if facts.personality else ""))
+        run.append(f"natively on {host}")
+        perf.append(f"in Docker on {host}")
+    if facts.cross_built_on:
+        hosts = _hosts(facts.cross_built_on)
+        built.append(f"cross-compiled on {hosts} (`--host={facts.triplet}`)")
+        run.append(f"under qemu-user (`{facts.qemu_user}`) in Docker on {hosts}")
+        if facts.guest:
+            g = facts.guest
+            perf.append(f"in a `{g.qemu} -M {g.machine} -cpu {g.cpu}` guest on {hosts}, booted from the cell's "
+                        f"image (Debian's `{g.kernel}`), sampling `{g.event}`")
+    if not facts.trampoline:
+        perf = ["none: no trampoline upstream, cells are build-only"]
+    runner = facts.github_runner and f"`{facts.github_runner}`"
+    if not runner:
+        carriers = [h for h in facts.runs_on + facts.cross_built_on if matrix.arch_facts[h].github_runner]
+        runner = "; ".join(
+            f"`{matrix.arch_facts[h].github_runner}` ({'natively' if h in facts.runs_on else 'under qemu'})"
+            for h in carriers) or "none"
+    cells = [c.name for c in matrix.cells_of_arch(arch)]
+    listed = _code(cells) if len(cells) <= 8 else f"{len(cells)} cells"
+    return (f"| `{arch}` | `{facts.debian}` | {'; '.join(built)} | {'; '.join(run)} | "
+            f"{'; '.join(perf)} | {runner} | {listed} |")
+
+
+def arch_table(matrix: Matrix) -> str:
+    """The arches of the matrix: how their cells are built, run and recorded, and their cells."""
+    rows = [ARCH_BEGIN, ARCH_HEADER, "| --- | --- | --- | --- | --- | --- | --- |"]
+    rows += [_arch_row(matrix, arch) for arch in matrix.arches]
+    return "\n".join([*rows, ARCH_END])
+
+
 TABLES = (GeneratedTable("variant", BEGIN, END, lambda m: variant_table(m), ("README.md", "docs/matrix.md")),
+          GeneratedTable("arch", ARCH_BEGIN, ARCH_END, lambda m: arch_table(m), ("README.md", "docs/matrix.md")),
           GeneratedTable("stock", STOCK_BEGIN, STOCK_END, lambda m: stock_table(m), ("README.md", "docs/conformance.md")),
           GeneratedTable("defect", DEFECTS_BEGIN, DEFECTS_END, lambda m: defect_list(m), ("docs/conformance.md",)))
 PAGES = tuple(dict.fromkeys(p for t in TABLES for p in t.pages))

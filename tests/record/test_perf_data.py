@@ -224,3 +224,71 @@ def test_rename_of_a_malformed_file_says_what_does_not_fit(case, tmp_path):
     with pytest.raises(PerfDataError, match=says):
         rename_jitdumps(src, dst, {4001: (1, 4001)})
     assert not dst.exists()
+
+
+def arch_file(arch: bytes = b"riscv64", room: int = 64, other_features: bool = True) -> bytes:
+    """A perf.data with a HOSTNAME (bit 3) and an ARCH (bit 6) feature after its records, as perf writes them:
+    {u32 length, the NUL-padded string}."""
+    data = b"".join(GOOD)
+    data_offset = 104
+    bits = (1 << 3) * other_features | 1 << perf_data.FEATURE_ARCH
+    sections = ([b"\x08\0\0\0node\0\0\0\0"] if other_features else []) + [struct.pack("<I", room) + arch.ljust(room, b"\0")]
+    table_at = data_offset + len(data)
+    at = table_at + 16 * len(sections)
+    table = b""
+    for section in sections:
+        table += struct.pack("<QQ", at, len(section))
+        at += len(section)
+    header = struct.pack("<8sQQQQQQQQ4Q", b"PERFILE2", 104, 136, data_offset, 0, data_offset, len(data), 0, 0,
+                         bits, 0, 0, 0)
+    return header + data + table + b"".join(sections)
+
+
+def test_set_arch_rewrites_the_arch_feature_in_place(tmp_path):
+    path = tmp_path / "perf.data"
+    path.write_bytes(arch_file())
+    assert perf_data.set_arch(path, "riscv") == "riscv64"
+    raw = path.read_bytes()
+    assert len(raw) == len(arch_file())
+    assert raw.endswith(struct.pack("<I", 64) + b"riscv".ljust(64, b"\0"))
+    assert raw.replace(b"riscv\0\0", b"riscv64") == arch_file()   # nothing else changed
+    assert perf_data.set_arch(path, "riscv") == "riscv"
+
+
+@pytest.mark.parametrize("raw, name, says", [
+    (arch_file(room=8), "riscv64x", "does not fit"),
+    (arch_file(other_features=False)[:-30], "riscv", "ARCH section"),
+    (perf_file(GOOD), "riscv", "records no arch"),
+    (arch_file(), "", "not an arch name"),
+])
+def test_set_arch_of_a_file_it_cannot_change_says_why_and_leaves_it(tmp_path, raw, name, says):
+    path = tmp_path / "perf.data"
+    path.write_bytes(raw)
+    with pytest.raises(PerfDataError, match=says):
+        perf_data.set_arch(path, name)
+    assert path.read_bytes() == raw
+
+
+def test_set_arch_standalone_as_the_guest_runs_it(tmp_path, capsys):
+    path = tmp_path / "perf.data"
+    path.write_bytes(arch_file())
+    assert perf_data.main(["set-arch", str(path), "riscv"]) == 0
+    assert "arch riscv64 -> riscv" in capsys.readouterr().out
+    assert perf_data.main(["set-arch", str(tmp_path / "missing.data"), "riscv"]) == 1
+    assert perf_data.main(["set-arch"]) == 2
+
+
+def test_set_arch_of_a_real_recording_is_what_perf_reads(tmp_path):
+    """perf's own header dump of a recording made here shows the new name."""
+    import shutil
+    import subprocess
+    if shutil.which("perf") is None:
+        pytest.skip("no perf here")
+    path = tmp_path / "perf.data"
+    made = subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-o", str(path), "--", "true"],
+                          capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"perf record cannot record here: {made.stderr.strip()[-200:]}")
+    old = perf_data.set_arch(path, "riscv")
+    header = subprocess.run(["perf", "report", "--header-only", "-i", str(path)], capture_output=True, text=True)
+    assert "# arch : riscv\n" in header.stdout and old in os.uname().machine, header.stdout[-2000:]

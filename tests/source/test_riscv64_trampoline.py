@@ -157,3 +157,47 @@ def test_the_trampoline_copies_are_flushed_from_the_icache(trees, tmp_path):
                            text=True, check=True).stdout
     called = set(re.findall(r"R_RISCV_CALL(?:_PLT)?\s+(\S+)", calls))
     assert "__riscv_flush_icache" in called and "__clear_cache" not in called, sorted(called)
+
+
+def trampoline_code(tree: Path, tmp_path: Path) -> bytes:
+    """The bytes of tree's trampoline, _Py_trampoline_func_start to _end, as an rv64gc assembler makes them."""
+    obj, raw = tmp_path / "trampoline.o", tmp_path / "trampoline.bin"
+    subprocess.run([CC, "-march=rv64gc", "-c", "-o", str(obj), str(tree / "Python" / "asm_trampoline.S")], check=True)
+    subprocess.run(["riscv64-linux-gnu-objcopy", "-O", "binary", "-j", ".text", str(obj), str(raw)], check=True)
+    symbols = subprocess.run(["riscv64-linux-gnu-nm", str(obj)], capture_output=True, text=True, check=True).stdout
+    at = {name: int(addr, 16) for addr, _, name in (line.split() for line in symbols.splitlines())}
+    return raw.read_bytes()[at["_Py_trampoline_func_start"]:at["_Py_trampoline_func_end"]]
+
+
+@pytest.fixture
+def unwind_check(monkeypatch):
+    """conformance/scripts/check_fix_perf_trampoline_unwind.py as it loads on a riscv64 machine."""
+    import importlib.util
+    import platform
+    import sys
+    scripts = PROJECT_ROOT / "conformance" / "scripts"
+    monkeypatch.syspath_prepend(str(scripts))
+    monkeypatch.setattr(platform, "machine", lambda: "riscv64")
+    spec = importlib.util.spec_from_file_location("unwind_check_riscv64", scripts / "check_fix_perf_trampoline_unwind.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.delitem(sys.modules, "unwind_check_riscv64", raising=False)
+    return module
+
+
+def test_the_unwind_check_decodes_the_series_trampoline_as_a_frame_record(trees, tmp_path, unwind_check):
+    """The check script the riscv64 cells run on their live trampolines (and on the jitdump's code) reads the
+    assembler's own bytes of the series' trampoline: s0 at the frame's top, the record below it."""
+    code = trampoline_code(trees["series"], tmp_path)
+    kinds = [kind for _, _, kind in unwind_check.decode(code)]
+    assert kinds == ["sub16", "sd_ra_8", "sd_fp_0", "fp_sp16", "call", "ld_ra_8", "ld_fp_0", "add16", "ret"]
+    assert unwind_check.check_frame_record(code) == []
+
+
+def test_the_unwind_check_finds_no_frame_record_in_the_released_trampoline(trees, tmp_path, unwind_check):
+    """3.13.5's riscv trampoline, compressed by the assembler for rv64gc: decoded, and found to build no record."""
+    code = trampoline_code(trees["released"], tmp_path)
+    assert len(code) < 36   # 2-byte instructions
+    errors = unwind_check.check_frame_record(code)
+    assert errors and errors[0].startswith("no frame record"), errors
+
