@@ -502,7 +502,9 @@ def parse_eh_frame(data: bytes) -> tuple[Cie, bytes, int, int]:
                                          "end")
                 cie_encoding = data[q] if length_aug else 0
                 q += length_aug
-            cie = Cie(code_align, data_align, ra, data[q:end].rstrip(b"\0"))
+            # the instructions as written, padding (DW_CFA_nop) included: stripping NULs would also cut off a
+            # last operand that is 0 (riscv64's FDE ends with DW_CFA_def_cfa_offset 0)
+            cie = Cie(code_align, data_align, ra, data[q:end])
         else:               # an FDE
             if cie is None:
                 raise JitInjectError("an FDE before its CIE")
@@ -518,7 +520,7 @@ def parse_eh_frame(data: bytes) -> tuple[Cie, bytes, int, int]:
                     raise JitInjectError(f"the FDE at {p}: its augmentation data ({length_aug} bytes) runs past its "
                                          "end")
                 q += length_aug
-            return cie, data[q:end].rstrip(b"\0"), start + 4, size
+            return cie, data[q:end], start + 4, size
         p = end
     raise JitInjectError("unwinding info without an FDE")
 
