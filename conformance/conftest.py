@@ -455,7 +455,11 @@ JIT_INJECT_FILES = (JIT_INJECT_WORKLOAD, Path(jit_inject.__file__))   # copied i
 # What the script leaves in /src for the test: both `perf script` texts, the stderr of `perf script` of
 # jit_inject's recording, and the numbers of ELF files each injector wrote into /tmp ("<name> <count>" lines).
 JIT_INJECT_COUNTS = "jit-files.txt"
-JIT_INJECT_OUTPUTS = ("perf-inject.txt", "jit-inject.txt", "jit-inject.err", JIT_INJECT_COUNTS)
+# perf's build options: the driver injects with jit_inject only where perf unwinds with libunwind
+# (record/outside.py), and with perf inject --jit elsewhere
+JIT_INJECT_PERF_OPTIONS = "perf-build-options.txt"
+JIT_INJECT_OUTPUTS = ("perf-inject.txt", "jit-inject.txt", "jit-inject.err", JIT_INJECT_COUNTS,
+                      JIT_INJECT_PERF_OPTIONS)
 
 
 # A native cell's container and a foreign cell's guest run the same program, each sampled as the suite samples
@@ -478,6 +482,7 @@ def jit_inject_script(cell, perf: str = "perf", python: str = "python3", event: 
     return "\n".join([
         perf_runs.DWARF_MMAP_FUNCTION,
         "set -e",
+        f"{perf} version --build-options > /src/{JIT_INJECT_PERF_OPTIONS} 2>&1 || true",
         f"{perf} record -q {options} -o /src/perf.data -- {python} -X perf_jit {JIT_INJECT_PROGRAM} > /src/prog.json",
         *perf_runs.perf_arch_lines(cell, "perf_jit", "/src/perf.data", python),
         f"{perf} inject -i /src/perf.data --jit -o /src/perf.jit.data",
