@@ -53,6 +53,7 @@ from pathlib import Path
 
 from .. import host
 from ..errors import DriverError
+from ..arches import ARCH_FACTS, DEFAULT_ARCH, HOST_ARCH
 from ..matrix import NATIVE_SINCE, PERF_MODES, PROJECT_ROOT, Variant
 from ..record.perf_runs import EVAL_FUNCTION, frame_allocation
 from ..subcommands import Command, main_of, pass_unknown_arguments
@@ -78,7 +79,7 @@ class ExternalTarget:
     """An interpreter in an image, checked like a cell but not one: the image is used as it is.
 
     Duck-types the parts of matrix.Cell the runners and perf_runs read (foreign, variant, vanilla,
-    backends, modes)."""
+    backends, modes, arch_facts: the host's, whose Docker runs the image)."""
 
     image: str
     python: str
@@ -94,6 +95,7 @@ class ExternalTarget:
     build_only = False
     variant = EXTERNAL_VARIANT
     modes = PERF_MODES
+    arch_facts = ARCH_FACTS.get(HOST_ARCH) or ARCH_FACTS[DEFAULT_ARCH]
 
     @property
     def name(self) -> str:

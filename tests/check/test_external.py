@@ -14,6 +14,7 @@ from cpython_perf.check import external
 from cpython_perf.report import external_targets, html_page, junit_results, markdown_page, model
 from cpython_perf.check.external import Evidence, ExternalTarget, PerfFacts, TargetFacts
 from cpython_perf.matrix import load_matrix
+from cpython_perf.record import perf_runs
 
 from tests.report.junit_files import case, junit
 
@@ -322,3 +323,11 @@ def test_report_without_external_results_has_no_section(tmp_path):
     built = model.build_report(load_matrix(), junit_results.latest_results(tmp_path))
     assert "External interpreters" not in markdown_page.render_markdown(built)
     assert "External interpreters" not in html_page.render_html(built)
+
+
+def test_an_external_target_records_perf_jit_as_a_cell_of_the_host_does():
+    """perf_runs reads a cell's arch facts (the perf_arch rename of dwarf recordings): an external target, run in
+    this host's Docker, has the host's, and its perf_jit recording script is made (was AttributeError)."""
+    target = ExternalTarget("debian-python:trixie", "/usr/bin/python3.13", ("perf", "perf_jit"))
+    shell = perf_runs.perf_run(target, "perf_jit", python=target.python).shell
+    assert "perf inject -i /src/perf.data --jit" in shell and "set-arch" not in shell
