@@ -29,6 +29,12 @@ from conftest import (JIT_INJECT_COUNTS, JIT_INJECT_FILES, JIT_INJECT_PERF_OPTIO
 pytestmark = [pytest.mark.needs_perf, pytest.mark.also_external]
 
 
+def assert_chains_name_the_workload(chains) -> None:
+    """The samples' py:: chains reach the workload's functions: those made first and those made later."""
+    assert sum(1 for c in chains if any(f.startswith("py::f_") for f in c)) > 50, "too few samples in the chains"
+    assert any(any(f.startswith("py::g_") for f in c) for c in chains), "no sample in the functions made later"
+
+
 def test_jit_inject_names_every_frame_as_perf_inject_does(cell, runner_for, record_property, target_facts):
     skip = jit_inject_not_applicable(cell)
     if skip:
@@ -53,9 +59,7 @@ def test_jit_inject_names_every_frame_as_perf_inject_does(cell, runner_for, reco
         # libunwind"), as with riscv64's perf (libdw only), whose unwinding of the arenas' FDEs this does not
         # claim: what is checked is that perf inject's chains, which users get, name the frames.
         record_property("injector", "perf inject --jit (perf unwinds without libunwind)")
-        chains = [s.python_frames() for s in theirs]
-        assert sum(1 for c in chains if any(f.startswith("py::f_") for f in c)) > 50, "too few samples in the chains"
-        assert any(any(f.startswith("py::g_") for f in c) for c in chains), "no sample in the functions made later"
+        assert_chains_name_the_workload([s.python_frames() for s in theirs])
         return
     assert "out of order" not in (runner.src / "jit-inject.err").read_text()
     assert [(s.tid, s.time) for s in ours] == [(s.tid, s.time) for s in theirs], "not the same samples"
@@ -63,8 +67,7 @@ def test_jit_inject_names_every_frame_as_perf_inject_does(cell, runner_for, reco
     assert not differ, (f"{len(differ)} of {len(ours)} samples have other py:: frames than perf inject's; the "
                         f"first: {theirs[differ[0]].python_frames()} != {ours[differ[0]].python_frames()}")
     chains = [s.python_frames() for s in ours]
-    assert sum(1 for c in chains if any(f.startswith("py::f_") for f in c)) > 50, "too few samples in the chains"
-    assert any(any(f.startswith("py::g_") for f in c) for c in chains), "no sample in the functions made later"
+    assert_chains_name_the_workload(chains)
     assert arena_files < 10, f"{arena_files} ELF files: not one per trampoline arena"
     deep = [c for c in chains if c and c[0] == "py::spin:/src/many_functions.py"]
     assert deep, "no sample in spin()"

@@ -906,6 +906,14 @@ def _load_profilers(where: _Where, data) -> ProfilerPins | None:
     return ProfilerPins(**values)
 
 
+def _claimed_modes(cell_spec) -> list:
+    """Every mode a cell's spec claims: its modes, and those of modes_on (what it claims on one arch); entries
+    of the wrong shape are left for the validation to name."""
+    modes_on = cell_spec.get("modes_on")
+    per_arch = modes_on.values() if isinstance(modes_on, dict) else ()
+    return [*(cell_spec.get("modes") or []), *(m for ms in per_arch if isinstance(ms, list) for m in ms)]
+
+
 def _load_version(matrix: Matrix, where: _Where, versions, version: str, spec) -> None:
     where.check_keys(spec, _VERSION_KEYS, f"version {version}")
     recipe_rel = where.require(spec, "recipe", f"version {version}")
@@ -950,9 +958,7 @@ def _load_version(matrix: Matrix, where: _Where, versions, version: str, spec) -
     cells = where.require(spec, "cells", f"version {version}")
     if not isinstance(cells, dict) or not cells:
         raise where.error(spec, "cells", f"cells of {version} must be a non-empty mapping")
-    claimed = {m for c in cells.values() if isinstance(c, dict) for m in (c.get("modes") or [])}
-    claimed |= {m for c in cells.values() if isinstance(c, dict) and isinstance(c.get("modes_on"), dict)
-                for ms in c["modes_on"].values() if isinstance(ms, list) for m in ms}
+    claimed = {m for c in cells.values() if isinstance(c, dict) for m in _claimed_modes(c)}
     native = {m for m, since in NATIVE_SINCE.items() if support == "native" and version_tuple(version) >= since}
     backends = tuple(m for m in PERF_MODES if m in claimed | native)
     for variant_name, cell_spec in cells.items():
@@ -970,7 +976,7 @@ def _load_version(matrix: Matrix, where: _Where, versions, version: str, spec) -
         if not isinstance(modes_on, dict) or not all(isinstance(v, list) for v in modes_on.values()):
             raise where.error(cell_spec, "modes_on", f"modes_on of {version}-{variant_name} must map arches to "
                                                       "lists of modes")
-        for mode in [*modes, *(m for ms in modes_on.values() for m in ms)]:
+        for mode in _claimed_modes(cell_spec):
             if mode not in PERF_MODES:
                 raise where.error(cells, variant_name, f"unknown perf mode {mode!r} (known: {', '.join(PERF_MODES)})")
             if support == "none":

@@ -189,6 +189,18 @@ def _renamed(record: bytes, kind: int, renames: dict[int, tuple[int, int]]) -> b
     return RECORD_HEADER.pack(kind, misc, RECORD_HEADER.size + len(body)) + body
 
 
+def finished_layout(path, head: bytes, file_size: int, then: str) -> Layout:
+    """The layout of a finished recording at path (its header head): a malformed file, or one perf record still
+    writes (its data size 0), raises PerfDataError naming path; then: what to do after perf record ends."""
+    try:
+        layout = read_layout(head, file_size)
+    except PerfDataError as exc:
+        raise PerfDataError(f"{path}: {exc}") from None
+    if HEADER.unpack_from(head)[6] == 0:
+        raise PerfDataError(f"{path} is still being written (its data size is 0): {then} after perf record ends")
+    return layout
+
+
 def rename_jitdumps(src: Path, dst: Path, renames: dict[int, tuple[int, int]]) -> int:
     """Copy perf.data src to dst with the jitdump mmaps renamed: renames maps a pid of the recording (perf's
     namespace) to (its pid in its own namespace, the pid to name instead), so `/tmp/jit-<inner>.dump` of
@@ -196,13 +208,8 @@ def rename_jitdumps(src: Path, dst: Path, renames: dict[int, tuple[int, int]]) -
     Returns how many records were renamed.  src must be a finished recording."""
     with _open_regular(src) as f:
         raw = f.read()
-    try:
-        layout = read_layout(raw[:HEADER.size], len(raw))
-    except PerfDataError as exc:
-        raise PerfDataError(f"{src}: {exc}") from None
+    layout = finished_layout(src, raw[:HEADER.size], len(raw), "rename")
     fields = list(HEADER.unpack_from(raw))
-    if fields[6] == 0:
-        raise PerfDataError(f"{src} is still being written (its data size is 0): rename after perf record ends")
     data_end = layout.data_offset + layout.data_size
     if data_end + 16 * layout.features > len(raw):
         raise PerfDataError(f"{src}: its feature table ({layout.features} entries at {data_end}) runs past the end "
@@ -253,14 +260,8 @@ def set_arch(path: Path, name: str) -> str:
         if not stat.S_ISREG(st.st_mode):
             raise PerfDataError(f"{path} is not a regular file (a FIFO, a device or a directory): not changed")
         head = f.read(HEADER.size)
-        try:
-            layout = read_layout(head, st.st_size)
-        except PerfDataError as exc:
-            raise PerfDataError(f"{path}: {exc}") from None
-        fields = HEADER.unpack_from(head)
-        if fields[6] == 0:
-            raise PerfDataError(f"{path} is still being written (its data size is 0): change it after perf record ends")
-        bits = int.from_bytes(struct.pack("<4Q", *fields[9:13]), "little")
+        layout = finished_layout(path, head, st.st_size, "change it")
+        bits = int.from_bytes(struct.pack("<4Q", *HEADER.unpack_from(head)[9:13]), "little")
         if not bits >> FEATURE_ARCH & 1:
             raise PerfDataError(f"{path} records no arch (its ARCH feature is not set)")
         index = bin(bits & ((1 << FEATURE_ARCH) - 1)).count("1")   # the features are in bit order

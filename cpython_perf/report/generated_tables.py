@@ -150,10 +150,6 @@ ARCH_END = "<!-- end of the arch table -->"
 ARCH_HEADER = "| arch | Debian | built | programs run | perf records | GitHub Actions | cells |"
 
 
-def _hosts(names) -> str:
-    return " or ".join(names)
-
-
 def _arch_row(matrix: Matrix, arch: str) -> str:
     facts = matrix.arch_facts[arch]
     built, run, perf = [], [], []
@@ -162,7 +158,7 @@ def _arch_row(matrix: Matrix, arch: str) -> str:
         run.append(f"natively on {host}")
         perf.append(f"in Docker on {host}")
     if facts.cross_built_on:
-        hosts = _hosts(facts.cross_built_on)
+        hosts = " or ".join(facts.cross_built_on)
         built.append(f"cross-compiled on {hosts} (`--host={facts.triplet}`)")
         run.append(f"under qemu-user (`{facts.qemu_user}`) in Docker on {hosts}")
         if facts.guest:
