@@ -297,10 +297,13 @@ import json, os, re, subprocess, sys, sysconfig
 files = [os.path.realpath(sys.executable)]
 if sysconfig.get_config_var("Py_ENABLE_SHARED"):
     files.append(os.path.join(sysconfig.get_config_var("LIBDIR"), sysconfig.get_config_var("INSTSONAME")))
-# x86-64, aarch64, riscv64 (objdump writes addi s0,sp,N as add)
-SETUP = re.compile(r"\bmov\s+%rsp,%rbp$|\bmov\s+x29,\s*sp$|\badd\s+x29,\s*sp,|\baddi?\s+s0,\s*sp,")
+# x86-64, aarch64, riscv64 (objdump writes addi s0,sp,N as add); ppc64le: the frame the kernel's walker
+# follows is the back chain that stdu (stdux for large frames) stores, whatever r31 does
+SETUP = re.compile(r"\bmov\s+%rsp,%rbp$|\bmov\s+x29,\s*sp$|\badd\s+x29,\s*sp,|\baddi?\s+s0,\s*sp,|"
+                   r"\bstdux?\s+r1,")
 FUNC = re.compile(r"^[0-9a-f]+ <([^>]+)>:$")
-CALL = re.compile(r"^\s*[0-9a-f]+:\s+(call|bl|blr|jal|jalr)\s")
+# (ppc64le's blr is its return; its indirect call, bctrl, has no operand)
+CALL = re.compile(r"^\s*[0-9a-f]+:\s+((call|bl|blr|jal|jalr)\s|bctrl$)")
 # calls that never return (a failed assert() of a --with-pydebug build, the stack protector's report): the
 # compiler may lay them out before a shrink-wrapped frame setup that the path to them has already passed
 NORETURN = re.compile(r"<(__assert_fail|__stack_chk_fail|abort)@plt>$")

@@ -26,7 +26,7 @@ DEFAULT_ARCH = "x86_64"
 HOST_ARCH_ENV = "CPYTHON_PERF_HOST_ARCH"
 _ARCH_NAME = re.compile(r"[a-z][a-z0-9_]*")
 _ARCH_KEYS = {"debian", "triplet", "trampoline", "runs_on", "cross_built_on", "qemu_user", "personality",
-              "multiarch", "pointer_bits", "github_runner", "guest", "perf_arch"}
+              "multiarch", "pointer_bits", "github_runner", "guest", "perf_arch", "unknown_cflags"}
 _GUEST_KEYS = {"qemu", "package", "machine", "cpu", "console", "kernel", "kernel_file", "event"}
 # perf events a TCG guest can sample with: software ones (an emulated CPU has no usable PMU)
 _GUEST_EVENTS = ("cpu-clock", "task-clock")
@@ -72,6 +72,9 @@ class ArchFacts:
     # does not map uname's name to it: each dwarf recording's perf.data is renamed to it before perf inject
     # and perf script (cpython_perf/record/perf_data.py, set_arch).  "" where perf needs nothing.
     perf_arch: str = ""
+    # Options of a variant's cflags the arch's GCC does not have (ppc64le: -mno-omit-leaf-frame-pointer), left
+    # out of its cells' CFLAGS.
+    unknown_cflags: tuple[str, ...] = ()
 
     @property
     def machine(self) -> str:
@@ -133,6 +136,11 @@ def parse_arch_facts(where: Where, data) -> dict[str, ArchFacts]:
         bits = entry.get("pointer_bits", 64)
         if bits not in (32, 64):
             raise where.error(entry, "pointer_bits", f"pointer_bits of {what} must be 32 or 64")
+        unknown = entry.get("unknown_cflags") or []
+        if not isinstance(unknown, list) or not all(isinstance(o, str) and re.fullmatch(r"-[A-Za-z0-9][\w=.,+-]*", o)
+                                                    for o in unknown):
+            raise where.error(entry, "unknown_cflags", f"unknown_cflags of {what} must be a list of compiler "
+                                                       "options (each one word beginning with -)")
         host_lists = {}
         for key in ("runs_on", "cross_built_on"):
             value = entry.get(key) or []
@@ -154,7 +162,7 @@ def parse_arch_facts(where: Where, data) -> dict[str, ArchFacts]:
             host_lists["runs_on"], host_lists["cross_built_on"], text(entry, "qemu_user", what, required=False),
             text(entry, "personality", what, required=False), text(entry, "multiarch", what, required=False),
             bits, text(entry, "github_runner", what, required=False), guest,
-            text(entry, "perf_arch", what, required=False))
+            text(entry, "perf_arch", what, required=False), tuple(unknown))
     host_arches = {h for f in facts.values() for h in f.runs_on}
     for name, f in facts.items():
         entry = spec[name]

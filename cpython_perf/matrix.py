@@ -139,8 +139,11 @@ class Cell:
 
     @property
     def cflags(self) -> str:
-        """The CFLAGS the cell is configured with: its variant's, then its arch's."""
-        return " ".join(f for f in (self.variant.cflags, self.arch_cflags) if f)
+        """The CFLAGS the cell is configured with: its variant's (but for the options its arch's GCC does not
+        have), then its arch's."""
+        unknown = set(self.arch_facts.unknown_cflags) if self.arch_facts else set()
+        variant = " ".join(o for o in self.variant.cflags.split() if o not in unknown)
+        return " ".join(f for f in (variant, self.arch_cflags) if f)
 
     @property
     def foreign(self) -> bool:

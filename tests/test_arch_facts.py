@@ -21,9 +21,9 @@ from .conftest import edit, expect_error
 
 def test_the_project_facts_give_the_hosts_and_what_they_run():
     # every arch of the matrix is described
-    assert set(load_matrix().arches) <= set(ARCH_FACTS) == {"x86_64", "aarch64", "riscv64", "i386"}
+    assert set(load_matrix().arches) <= set(ARCH_FACTS) == {"x86_64", "aarch64", "riscv64", "ppc64le", "i386"}
     assert HOST_NATIVE_ARCHES == {"x86_64": ("x86_64", "i386"), "aarch64": ("aarch64",)}
-    assert HOST_CROSS_ARCHES == {"x86_64": ("aarch64", "riscv64"), "aarch64": ()}
+    assert HOST_CROSS_ARCHES == {"x86_64": ("aarch64", "riscv64", "ppc64le"), "aarch64": ()}
     assert ARCH_FACTS["i386"].machine == "i686" and ARCH_FACTS["i386"].pointer_bits == 32
     assert ARCH_FACTS["aarch64"].guest.kernel == "linux-image-cloud-arm64"
     # the guest's kernel is in the arm64 base image, which its guest boots
@@ -46,6 +46,33 @@ def test_the_riscv64_cells_come_from_its_arch_facts():
     driver = Path(__file__).resolve().parent.parent / "cpython_perf"
     named = [p for p in driver.rglob("*.py") if re.search(r"""["']riscv64["']""", p.read_text())]
     assert not named, f"riscv64 named as a value in the driver's code: {named}"
+
+
+def test_the_ppc64le_cells_come_from_its_arch_facts():
+    """ppc64le likewise: its guest is a pseries machine with the hypervisor console, and the fp variant's
+    -mno-omit-leaf-frame-pointer, which GCC has no counterpart of there, is left out of its cells' CFLAGS
+    (the other fp cells keep it)."""
+    facts = load_arch_facts()["ppc64le"]
+    assert facts.debian == "ppc64el" and facts.triplet == "powerpc64le-linux-gnu" and facts.trampoline
+    matrix = load_matrix()
+    cell = matrix.cell("3.13-fp-ppc64le")
+    assert cell.modes == ("perf",) and matrix.cell("3.13-release-ppc64le").modes == ("perf_jit",)
+    assert cell.cflags == "-fno-omit-frame-pointer"
+    assert "-mno-omit-leaf-frame-pointer" in matrix.cell("3.13-fp-riscv64").cflags.split()
+    cmd = guest.qemu_command(cell, "/k", "/i", "/d.img", "/o.img", smp=2)
+    assert cmd[:3] == ["qemu-system-ppc64", "-M", "pseries"] and cmd[cmd.index("-cpu") + 1] == "power9"
+    assert "console=hvc0" in cmd[cmd.index("-append") + 1]
+    assert "linux-image-powerpc64le" in render.foreign_base_packages("ppc64le")
+    driver = Path(__file__).resolve().parent.parent / "cpython_perf"
+    named = [p for p in driver.rglob("*.py") if re.search(r"""["'](ppc64le|ppc64el)["']""", p.read_text())]
+    assert not named, f"ppc64le named as a value in the driver's code: {named}"
+
+
+def test_unknown_cflags_are_compiler_options(project_copy):
+    edit(project_copy / "matrix.yaml", "    unknown_cflags: [-mno-omit-leaf-frame-pointer]\n",
+         "    unknown_cflags: -mno-omit-leaf-frame-pointer\n")
+    expect_error(project_copy, "unknown_cflags: -mno-omit-leaf-frame-pointer",
+                 "unknown_cflags of arch_facts.ppc64le must be a list of compiler options")
 
 
 def test_an_unknown_key_of_an_arch_is_named_with_its_line(project_copy):
@@ -78,10 +105,10 @@ def test_a_host_arch_names_its_runner(project_copy):
 
 
 def test_the_matrix_arches_are_described_arches(project_copy):
-    edit(project_copy / "matrix.yaml", "arches: [x86_64, aarch64, riscv64, i386]",
-         "arches: [x86_64, aarch64, riscv64, i386, s390x]")
-    expect_error(project_copy, "arches: [x86_64, aarch64, riscv64, i386, s390x]",
-                 "unknown arch 's390x': arch_facts describes x86_64, aarch64, riscv64, i386; describe it there first")
+    edit(project_copy / "matrix.yaml", "arches: [x86_64, aarch64, riscv64, ppc64le, i386]",
+         "arches: [x86_64, aarch64, riscv64, ppc64le, i386, s390x]")
+    expect_error(project_copy, "arches: [x86_64, aarch64, riscv64, ppc64le, i386, s390x]",
+                 "unknown arch 's390x': arch_facts describes x86_64, aarch64, riscv64, ppc64le, i386; describe it there first")
 
 
 

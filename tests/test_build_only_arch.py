@@ -76,7 +76,7 @@ def test_build_only_is_validated(project_copy, value, message):
 
 def test_build_only_arch_must_be_in_the_matrix(project_copy):
     path = project_copy / "matrix.yaml"
-    edit(path, "arches: [x86_64, aarch64, riscv64, i386]\n", "arches: [x86_64, aarch64, riscv64]\n")
+    edit(path, "arches: [x86_64, aarch64, riscv64, ppc64le, i386]\n", "arches: [x86_64, aarch64, riscv64, ppc64le]\n")
     with pytest.raises(MatrixError, match=r"build-only arch 'i386' of 3\.9-release is not in the matrix's arches"):
         load_matrix(path)
 

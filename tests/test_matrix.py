@@ -79,7 +79,7 @@ def test_backport_claiming_a_mode_needs_a_series(project_copy):
 
 
 def test_duplicate_key(project_copy):
-    edit(project_copy / "matrix.yaml", "\narches: [x86_64, aarch64, riscv64, i386]", "\narches: [x86_64, aarch64, riscv64, i386]\narches: [x86_64]")
+    edit(project_copy / "matrix.yaml", "\narches: [x86_64, aarch64, riscv64, ppc64le, i386]", "\narches: [x86_64, aarch64, riscv64, ppc64le, i386]\narches: [x86_64]")
     path = project_copy / "matrix.yaml"
     with pytest.raises(MatrixError, match="duplicate key 'arches'"):
         load_matrix(path)

@@ -43,7 +43,16 @@ D. riscv64 (not in 3.13.5, whose riscv trampoline saves ra but builds no
    return address at s0-8 and the caller's s0 at s0-16; the CIE's code
    alignment is 1, as GCC's (2-byte instructions exist there).
 
-Supported architectures: x86_64, aarch64 and riscv64 (little endian).
+E. ppc64le (no trampoline in 3.13.5, whose asm_trampoline.S has no powerpc
+   branch; patches/3.13/0033): frames are linked by the ELFv2 back chain, so
+   the "frame record" is the trampoline's own frame, whose first doubleword
+   (at r1) holds the caller's r1, with the return address in the caller's
+   LR save doubleword (caller's r1 + 16), which is what the kernel's call
+   chain walker reads; the TOC pointer (r2) must be saved before the call
+   and restored after it.
+
+Supported architectures: x86_64, aarch64, riscv64 and ppc64le (little
+endian).
 Exit status: 0 = fixed, 1 = defect present (messages on stderr),
 2 = cannot be checked here. Standard library only.
 """
@@ -96,6 +105,8 @@ print("PID", os.getpid(), flush=True)
 # x86_64: [E] holds the return address, CFA = E + 8.
 # aarch64: the return address is in x30, CFA = E.
 # riscv64: the return address is in ra (x1), CFA = E.
+# ppc64le: the return address is in LR (DWARF 65), CFA = E; the frame record
+# is the back chain: {caller's r1} at r1, the RA at caller's r1 + 16.
 # FP_RECORD: where the frame record [caller FP, return address] lies from the
 # frame pointer (x86-64 and aarch64: at it; riscv64: 16 bytes below it).
 # CODE_ALIGN: the code alignment factor a CIE of the arch has (GCC's).
@@ -155,6 +166,23 @@ elif ARCH == "riscv64":
         (0x0141, "add16"),              # c.addi sp, 16
         (0x8082, "ret"),                # c.jr ra
     ]]
+elif ARCH == "ppc64le":
+    REG_SP, REG_FP, REG_RA = 1, 31, 65
+    TRUE_CFA = 0
+    INSNS = [(struct.pack("<I", word), kind) for word, kind in [
+        (0x7C0802A6, "mflr_r0"),        # mflr r0
+        (0xF8010010, "std_r0_16"),      # std r0, 16(r1): LR save doubleword
+        (0xF821FFE1, "stdu32"),         # stdu r1, -32(r1): frame + back chain
+        (0xF8410018, "std_toc"),        # std r2, 24(r1)
+        (0x7CCC3378, "nop"),            # mr r12, r6
+        (0x7D8903A6, "nop"),            # mtctr r12
+        (0x4E800421, "call"),           # bctrl
+        (0xE8410018, "ld_toc"),         # ld r2, 24(r1)
+        (0x38210020, "add32"),          # addi r1, r1, 32
+        (0xE8010010, "ld_r0_16"),       # ld r0, 16(r1)
+        (0x7C0803A6, "mtlr_r0"),        # mtlr r0
+        (0x4E800020, "ret"),            # blr
+    ]]
 else:
     INSNS = None
 
@@ -190,6 +218,9 @@ class State:
                                     # after it was reloaded (pop/ldp)
         self.ra_signed = False      # aarch64: the return address (in x30
                                     # or saved) carries a PAC (paciasp)
+        self.r0_ra = False          # ppc64le: r0 holds the return address
+        self.chain = None           # ppc64le: (slot, value) of the back chain
+        self.toc_saved = False      # ppc64le: r2 stored in the frame
 
     def copy(self):
         s = State()
@@ -197,6 +228,7 @@ class State:
                                             dict(self.saved))
         s.stale = dict(self.stale)
         s.ra_signed = self.ra_signed
+        s.r0_ra, s.chain, s.toc_saved = self.r0_ra, self.chain, self.toc_saved
         return s
 
 
@@ -244,6 +276,26 @@ def simulate(insns):
         elif kind == "ld_fp_0":
             st.fp = None
             st.stale[REG_FP] = st.saved.pop(REG_FP, None)
+        elif kind == "mflr_r0":
+            st.r0_ra = True
+        elif kind == "std_r0_16":
+            if st.r0_ra:
+                st.saved[REG_RA] = st.sp + 16
+        elif kind == "stdu32":
+            st.chain = (st.sp - 32, st.sp)
+            st.sp -= 32
+        elif kind == "add32":
+            st.sp += 32
+        elif kind == "std_toc":
+            st.toc_saved = True
+        elif kind == "ld_toc":
+            st.toc_saved = "restored" if st.toc_saved else False
+        elif kind == "ld_r0_16":
+            st.r0_ra = REG_RA in st.saved
+        elif kind == "mtlr_r0":
+            if st.r0_ra:
+                st.ra_in_reg = True
+                st.stale[REG_RA] = st.saved.pop(REG_RA, None)
         elif kind == "pac":
             st.ra_signed = True
         elif kind == "aut":
@@ -251,7 +303,7 @@ def simulate(insns):
         elif kind == "call":
             call_state = st.copy()
             if ARCH != "x86_64":
-                call_state.ra_in_reg = False   # blr clobbers x30, jalr ra
+                call_state.ra_in_reg = False   # blr clobbers x30, jalr ra, bctrl LR
                 st.ra_in_reg = False
         elif kind == "ret":
             break
@@ -262,9 +314,11 @@ def check_frame_record(code):
     """The frame pointer must point at [caller FP, return address] while the
     evaluator runs (what frame-pointer unwinders need)."""
     insns = decode(code)
-    _rows, cs = simulate(insns)
+    rows, cs = simulate(insns)
     if cs is None:
         return ["no call instruction in the trampoline"]
+    if ARCH == "ppc64le":
+        return check_back_chain(rows, cs, code)
     ra_slot = 0 if ARCH == "x86_64" else cs.saved.get(REG_RA)
     if cs.fp is None:
         return ["no frame record: the trampoline does not set up its frame "
@@ -276,6 +330,25 @@ def check_frame_record(code):
         errs.append(f"the caller FP is not saved {where} the frame pointer")
     if ra_slot is None or ra_slot != record + 8:
         errs.append("return address is not stored next to the saved FP")
+    return errs
+
+
+def check_back_chain(rows, cs, code):
+    """ppc64le: at the call, r1 points at the trampoline's frame, whose first
+    doubleword is the caller's r1 (E), and the return address is in the
+    caller's LR save doubleword (E + 16); r2 is saved before the call and
+    restored before blr."""
+    errs = []
+    if cs.chain != (cs.sp, 0):
+        errs.append("no back chain: the trampoline does not link a frame of its "
+                    f"own to its caller's (stdu) before the call (code {code.hex()})")
+    if cs.saved.get(REG_RA) != 16:
+        errs.append("the return address is not in the caller's LR save "
+                    f"doubleword (caller's r1 + 16) at the call (code {code.hex()})")
+    final = rows[-1][1] if rows else None
+    if not cs.toc_saved or final is None or final.toc_saved != "restored":
+        errs.append("r2 (the TOC pointer) is not saved before the call and "
+                    f"restored after it (code {code.hex()})")
     return errs
 
 

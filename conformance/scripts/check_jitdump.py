@@ -40,7 +40,7 @@ import sys
 from childcheck import sleb, uleb
 
 MAGIC = 0x4A695444
-EM = {"x86_64": 62, "aarch64": 183, "riscv64": 243}   # EM_X86_64, EM_AARCH64, EM_RISCV
+EM = {"x86_64": 62, "aarch64": 183, "riscv64": 243, "ppc64le": 21}   # EM_X86_64, EM_AARCH64, EM_RISCV, EM_PPC64
 JIT_CODE_LOAD, JIT_CODE_MOVE, JIT_CODE_DEBUG_INFO, JIT_CODE_CLOSE, JIT_CODE_UNWINDING_INFO = range(5)
 # aarch64's RA_SIGN_STATE pseudo-register (DWARF register 34), toggled by
 # DW_CFA_AARCH64_negate_ra_state where the trampoline signs its return

@@ -92,46 +92,12 @@ def test_the_series_trampoline_is_uncompressed_with_its_return_label(trees, tmp_
 
 
 # The LP64 Linux facts the two perf files read; configure gives the same on riscv64-linux-gnu.
-PYCONFIG = """\
-#define PY_HAVE_PERF_TRAMPOLINE 1
-#define SIZEOF_VOID_P 8
-#define SIZEOF_LONG 8
-#define SIZEOF_SIZE_T 8
-#define SIZEOF_INT 4
-#define SIZEOF_WCHAR_T 4
-#define SIZEOF_LONG_LONG 8
-#define SIZEOF_FLOAT 4
-#define SIZEOF_DOUBLE 8
-#define SIZEOF_TIME_T 8
-#define SIZEOF_OFF_T 8
-#define SIZEOF_PID_T 4
-#define SIZEOF_SHORT 2
-#define ALIGNOF_LONG 8
-#define ALIGNOF_SIZE_T 8
-#define SIZEOF_UINTPTR_T 8
-#define SIZEOF_FPOS_T 16
-#define SIZEOF__BOOL 1
-#define HAVE_UNISTD_H 1
-#define HAVE_SYS_MMAN_H 1
-#define HAVE_MMAP 1
-#define HAVE_STDINT_H 1
-#define HAVE_FCNTL_H 1
-#define HAVE_SYS_STAT_H 1
-#define HAVE_SYS_TYPES_H 1
-#define HAVE_PTHREAD_H 1
-#define _GNU_SOURCE 1
-#define WITH_PYMALLOC 1
-#define HAVE_DYNAMIC_LOADING 1
-#define HAVE_CLOCK_GETTIME 1
-#define HAVE_SYS_TIME_H 1
-#define HAVE_STD_ATOMIC 1
-#define HAVE_BUILTIN_ATOMIC 1
-"""
+PYCONFIG = PROJECT_ROOT / "tests" / "data" / "lp64_linux_pyconfig.h"
 
 
 def compile_for_riscv64(tree: Path, source: str, tmp_path: Path) -> subprocess.CompletedProcess:
     """source of tree compiled for riscv64 as CPython's Makefile compiles its core (-std=c11)."""
-    (tmp_path / "pyconfig.h").write_text(PYCONFIG)
+    (tmp_path / "pyconfig.h").write_text(PYCONFIG.read_text())
     return subprocess.run([CC, "-O2", "-std=c11", "-Wall", "-Werror", "-DPy_BUILD_CORE", f"-I{tmp_path}",
                            f"-I{tree / 'Include'}", f"-I{tree / 'Include' / 'internal'}", "-c",
                            "-o", str(tmp_path / "out.o"), str(tree / source)], capture_output=True, text=True)

@@ -1,0 +1,35 @@
+/* The LP64 Linux facts Python/perf_trampoline.c and Python/perf_jit_trampoline.c read, as configure finds
+   them on riscv64-linux-gnu and powerpc64le-linux-gnu: the tests that cross-compile the two files use it. */
+#define PY_HAVE_PERF_TRAMPOLINE 1
+#define SIZEOF_VOID_P 8
+#define SIZEOF_LONG 8
+#define SIZEOF_SIZE_T 8
+#define SIZEOF_INT 4
+#define SIZEOF_WCHAR_T 4
+#define SIZEOF_LONG_LONG 8
+#define SIZEOF_FLOAT 4
+#define SIZEOF_DOUBLE 8
+#define SIZEOF_TIME_T 8
+#define SIZEOF_OFF_T 8
+#define SIZEOF_PID_T 4
+#define SIZEOF_SHORT 2
+#define ALIGNOF_LONG 8
+#define ALIGNOF_SIZE_T 8
+#define SIZEOF_UINTPTR_T 8
+#define SIZEOF_FPOS_T 16
+#define SIZEOF__BOOL 1
+#define HAVE_UNISTD_H 1
+#define HAVE_SYS_MMAN_H 1
+#define HAVE_MMAP 1
+#define HAVE_STDINT_H 1
+#define HAVE_FCNTL_H 1
+#define HAVE_SYS_STAT_H 1
+#define HAVE_SYS_TYPES_H 1
+#define HAVE_PTHREAD_H 1
+#define _GNU_SOURCE 1
+#define WITH_PYMALLOC 1
+#define HAVE_DYNAMIC_LOADING 1
+#define HAVE_CLOCK_GETTIME 1
+#define HAVE_SYS_TIME_H 1
+#define HAVE_STD_ATOMIC 1
+#define HAVE_BUILTIN_ATOMIC 1
