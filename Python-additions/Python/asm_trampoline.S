@@ -77,6 +77,48 @@ _Py_trampoline_func_return:
     hint    #29             /* autiasp: authenticate x30 (SP is as at entry) */
 #endif
     ret
+#elif defined(__riscv) && __riscv_xlen == 64
+/* RISC-V 64 (LP64): the frame record GCC builds with frame pointers, s0
+   pointing at the frame's top (the CFA), the return address at s0-8 and the
+   caller's s0 at s0-16, which the kernel's call chain walker follows.
+   Uncompressed, so that each instruction is 4 bytes with or without the C
+   extension and one unwind description fits every build. */
+    .option push
+    .option norvc
+    addi    sp, sp, -16
+    sd      ra, 8(sp)
+    sd      s0, 0(sp)
+    addi    s0, sp, 16
+    jalr    a3
+_Py_trampoline_func_return:
+    ld      ra, 8(sp)
+    ld      s0, 0(sp)
+    addi    sp, sp, 16
+    ret
+    .option pop
+#elif defined(__powerpc64__) && defined(__LITTLE_ENDIAN__) \
+      && defined(_CALL_ELF) && _CALL_ELF == 2
+/* 64-bit PowerPC, ELFv2 (ppc64le).  Frames are linked by the back chain (the
+   doubleword at r1 is the caller's r1) and a function saves its return
+   address in its caller's LR save doubleword (caller's r1 + 16): what the
+   kernel's call chain walker follows, whatever the flags.  A frame of the
+   ABI's minimum size (32 bytes), r2 (the TOC pointer) saved and restored
+   around the call, since the template has no local entry point and an
+   evaluator of another module returns with its own, and the evaluator
+   called through CTR with its address in r12, as its global entry expects. */
+    mflr    0
+    std     0, 16(1)
+    stdu    1, -32(1)
+    std     2, 24(1)
+    mr      12, 6
+    mtctr   12
+    bctrl
+_Py_trampoline_func_return:
+    ld      2, 24(1)
+    addi    1, 1, 32
+    ld      0, 16(1)
+    mtlr    0
+    blr
 #endif
     .globl  _Py_trampoline_func_end
 _Py_trampoline_func_end:

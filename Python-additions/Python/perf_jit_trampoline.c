@@ -51,6 +51,11 @@
 #  define JIT_ELF_MACH EM_X86_64
 #elif defined(__aarch64__) && defined(__AARCH64EL__) && !defined(__ILP32__)
 #  define JIT_ELF_MACH EM_AARCH64
+#elif defined(__riscv) && __riscv_xlen == 64
+#  define JIT_ELF_MACH EM_RISCV
+#elif defined(__powerpc64__) && defined(__LITTLE_ENDIAN__) \
+      && defined(_CALL_ELF) && _CALL_ELF == 2
+#  define JIT_ELF_MACH EM_PPC64
 #else
 #  error "perf_jit: unsupported architecture"
 #endif
@@ -179,9 +184,11 @@ write_all(int fd, const void *buf, size_t size)
 
 enum {
     DW_CFA_nop = 0x00,
+    DW_CFA_restore_extended = 0x06,
     DW_CFA_def_cfa = 0x0c,
     DW_CFA_def_cfa_register = 0x0d,
     DW_CFA_def_cfa_offset = 0x0e,
+    DW_CFA_offset_extended_sf = 0x11,
     DW_CFA_advance_loc = 0x40,
     DW_CFA_offset = 0x80,
     DW_CFA_restore = 0xc0,
@@ -205,12 +212,23 @@ enum {
 #  else
 #    define CFI_PROLOGUE_SKIP 0
 #  endif
-#else
+#elif defined(__aarch64__)
 #  define CFI_CODE_ALIGN 4
 #  define CFI_DATA_ALIGN (-8)
 #  define CFI_REG_SP 31
 #  define CFI_REG_FP 29         // x29
 #  define CFI_REG_RA 30         // x30 (link register)
+#elif defined(__riscv)
+#  define CFI_CODE_ALIGN 1      // as GCC's: 2-byte instructions exist
+#  define CFI_DATA_ALIGN (-8)
+#  define CFI_REG_SP 2          // x2
+#  define CFI_REG_FP 8          // x8 (s0)
+#  define CFI_REG_RA 1          // x1 (ra)
+#else
+#  define CFI_CODE_ALIGN 4
+#  define CFI_DATA_ALIGN (-8)
+#  define CFI_REG_SP 1          // r1
+#  define CFI_REG_RA 65         // LR
 #endif
 
 typedef struct {
@@ -281,7 +299,7 @@ build_unwind_info(uint8_t *out, uint32_t code_size, size_t *hdr_size)
     put_u8(&b, DW_CFA_offset | CFI_REG_RA); put_uleb(&b, 1);   // CFA-8
 #else
     put_u8(&b, DW_CFA_def_cfa); put_uleb(&b, CFI_REG_SP); put_uleb(&b, 0);
-    // return address still in x30 (same value)
+    // the return address is still in its register (x30, ra, LR)
 #endif
     pad_nops(&b, cie);
     uint32_t cie_len = (uint32_t)(b.p - cie - 4);
@@ -305,6 +323,37 @@ build_unwind_info(uint8_t *out, uint32_t code_size, size_t *hdr_size)
     put_u8(&b, DW_CFA_advance_loc | 3);      // call *%rcx; pop %rbp
     put_u8(&b, DW_CFA_def_cfa); put_uleb(&b, CFI_REG_SP); put_uleb(&b, 8);
     put_u8(&b, DW_CFA_restore | CFI_REG_FP);
+#elif defined(__riscv)
+    /* addi sp,-16; sd ra; sd s0; addi s0,sp,16; jalr a3; ld ra; ld s0;
+       addi sp,16; ret: 4 bytes each (.option norvc), code alignment 1 */
+    put_u8(&b, DW_CFA_advance_loc | 4);      // addi sp, sp, -16
+    put_u8(&b, DW_CFA_def_cfa_offset); put_uleb(&b, 16);
+    put_u8(&b, DW_CFA_advance_loc | 8);      // sd ra, 8(sp); sd s0, 0(sp)
+    put_u8(&b, DW_CFA_offset | CFI_REG_RA); put_uleb(&b, 1);   // CFA-8
+    put_u8(&b, DW_CFA_offset | CFI_REG_FP); put_uleb(&b, 2);   // CFA-16
+    put_u8(&b, DW_CFA_advance_loc | 4);      // addi s0, sp, 16
+    put_u8(&b, DW_CFA_def_cfa); put_uleb(&b, CFI_REG_FP); put_uleb(&b, 0);
+    put_u8(&b, DW_CFA_advance_loc | 8);      // jalr a3; ld ra, 8(sp)
+    put_u8(&b, DW_CFA_restore | CFI_REG_RA);
+    put_u8(&b, DW_CFA_advance_loc | 4);      // ld s0, 0(sp)
+    put_u8(&b, DW_CFA_def_cfa); put_uleb(&b, CFI_REG_SP); put_uleb(&b, 16);
+    put_u8(&b, DW_CFA_restore | CFI_REG_FP);
+    put_u8(&b, DW_CFA_advance_loc | 4);      // addi sp, sp, 16
+    put_u8(&b, DW_CFA_def_cfa_offset); put_uleb(&b, 0);
+#elif defined(__powerpc64__)
+    /* mflr r0; std r0,16(r1); stdu r1,-32(r1); std r2,24(r1); mr r12,r6;
+       mtctr r12; bctrl; ld r2,24(r1); addi r1,r1,32; ld r0,16(r1);
+       mtlr r0; blr.  LR is saved above the CFA (CFA+16, the caller's LR
+       save doubleword): a negative factored offset, as GCC writes it. */
+    put_u8(&b, DW_CFA_advance_loc | 2);      // mflr r0; std r0, 16(r1)
+    put_u8(&b, DW_CFA_offset_extended_sf); put_uleb(&b, CFI_REG_RA);
+    put_sleb(&b, -2);                        // CFA+16
+    put_u8(&b, DW_CFA_advance_loc | 1);      // stdu r1, -32(r1)
+    put_u8(&b, DW_CFA_def_cfa_offset); put_uleb(&b, 32);
+    put_u8(&b, DW_CFA_advance_loc | 6);      // std r2 ... addi r1, r1, 32
+    put_u8(&b, DW_CFA_def_cfa_offset); put_uleb(&b, 0);
+    put_u8(&b, DW_CFA_advance_loc | 2);      // ld r0, 16(r1); mtlr r0
+    put_u8(&b, DW_CFA_restore_extended); put_uleb(&b, CFI_REG_RA);
 #else
 #  define DW_CFA_AARCH64_negate_ra_state 0x2d
 #  if defined(__ARM_FEATURE_PAC_DEFAULT) && (__ARM_FEATURE_PAC_DEFAULT & 1)

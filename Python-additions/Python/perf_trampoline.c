@@ -44,6 +44,14 @@
 #if defined(__aarch64__) && defined(__GNUC__) && !defined(__clang__)
 #  pragma GCC target("omit-leaf-frame-pointer")
 #endif
+/* GCC has no target pragma on RISC-V (-momit-leaf-frame-pointer is an option
+   of the command line there), so the evaluator, which ends in tail calls
+   only, omits its frame record by an attribute of its own. */
+#if defined(__riscv) && defined(__GNUC__) && !defined(__clang__)
+#  define PERF_EVALUATOR_NO_FRAME __attribute__((optimize("omit-frame-pointer")))
+#else
+#  define PERF_EVALUATOR_NO_FRAME
+#endif
 
 #include "Python.h"
 #include "pycore_initconfig.h"        // _PyStatus_OK()
@@ -621,6 +629,10 @@ c_stack_pointer(void)
     __asm__ ("movq %%rsp, %0" : "=r" (sp));
 #elif defined(__aarch64__)
     __asm__ ("mov %0, sp" : "=r" (sp));
+#elif defined(__riscv)
+    __asm__ ("mv %0, sp" : "=r" (sp));
+#elif defined(__powerpc64__)
+    __asm__ ("mr %0, 1" : "=r" (sp));
 #else
     sp = (uintptr_t)__builtin_frame_address(0);
 #endif
@@ -1034,6 +1046,44 @@ template_size(void)
     return (size_t)(_Py_trampoline_func_end - _Py_trampoline_func_start);
 }
 
+#if defined(__powerpc64__)
+#include <sys/auxv.h>                 // getauxval(), AT_DCACHEBSIZE
+
+/* A cache block size the kernel gave in the auxiliary vector, or the
+   smallest a 64-bit POWER processor has: a smaller step than the real one
+   only repeats an operation on a block. */
+static uintptr_t
+cache_block_size(unsigned long type)
+{
+    unsigned long size = getauxval(type);
+    return size < 16 || (size & (size - 1)) != 0 ? 16 : size;
+}
+
+/* Power ISA, Book II, "instruction storage": the copies reach memory (dcbst
+   on each data cache block, sync), the instruction cache forgets what it
+   held there (icbi on each block, sync), and isync drops instructions
+   fetched before.  Not __builtin___clear_cache(), which GCC expands to
+   nothing on powerpc64le, nor libgcc's __clear_cache(), an empty function
+   there.  Both instructions are loads for page protection: the pages may be
+   read-only by now. */
+static void
+flush_icache_ppc64(char *begin, char *end)
+{
+    uintptr_t line = cache_block_size(AT_DCACHEBSIZE);
+    for (uintptr_t p = (uintptr_t)begin & ~(line - 1); p < (uintptr_t)end;
+         p += line) {
+        __asm__ volatile ("dcbst 0, %0" : : "r" (p) : "memory");
+    }
+    __asm__ volatile ("sync" : : : "memory");
+    line = cache_block_size(AT_ICACHEBSIZE);
+    for (uintptr_t p = (uintptr_t)begin & ~(line - 1); p < (uintptr_t)end;
+         p += line) {
+        __asm__ volatile ("icbi 0, %0" : : "r" (p) : "memory");
+    }
+    __asm__ volatile ("sync\n\tisync" : : : "memory");
+}
+#endif
+
 /* Map an arena of trampolines chunk_size bytes apart.  Returns NULL with an
    OSError set (naming the failed call and errno) if the system refuses. */
 static code_arena_t *
@@ -1066,9 +1116,14 @@ new_code_arena(size_t chunk_size)
                                "(mprotect PROT_READ|PROT_EXEC)");
         return NULL;
     }
-#if defined(__aarch64__) || defined(__arm__) || defined(__arm64__)
+#if defined(__aarch64__) || defined(__arm__) || defined(__arm64__) \
+    || defined(__riscv)
     // The data cache holds the new code; make the instruction side see it.
+    // (RISC-V: the builtin calls glibc's __riscv_flush_icache(); libgcc's
+    // __clear_cache() would be an empty function there.)
     __builtin___clear_cache(memory, memory + PERF_ARENA_SIZE);
+#elif defined(__powerpc64__)
+    flush_icache_ppc64(memory, memory + PERF_ARENA_SIZE);
 #endif
     code_arena_t *arena = PyMem_RawCalloc(1, sizeof(code_arena_t));
     if (arena == NULL) {
@@ -1283,7 +1338,7 @@ py_trampoline_evaluator_slow(PyThreadState *ts, _PyPerf_Frame *frame,
     return next(ts, frame, throwflag);
 }
 
-static PyObject *
+static PERF_EVALUATOR_NO_FRAME PyObject *
 py_trampoline_evaluator(PyThreadState *ts, _PyPerf_Frame *frame, int throwflag)
 {
     if (c_stack_near_end()) {

@@ -120,6 +120,16 @@ def cfa_states(prog, code_align, data_align, initial=None):
                 state["saved"].pop(lo, None)
         elif op == 0x00:        # nop
             pass
+        elif op == 0x11:        # offset_extended_sf (ppc64le: LR, register 65, above the CFA)
+            reg, i = uleb(prog, i)
+            off, i = sleb(prog, i)
+            state["saved"][reg] = off * data_align
+        elif op == 0x06:        # restore_extended
+            reg, i = uleb(prog, i)
+            if reg in init_saved:
+                state["saved"][reg] = init_saved[reg]
+            else:
+                state["saved"].pop(reg, None)
         elif op == 0x0C:        # def_cfa
             state["reg"], i = uleb(prog, i)
             state["off"], i = uleb(prog, i)

@@ -1,17 +1,20 @@
-"""The 3.13 series' ppc64le trampoline, assembled for ppc64le and run under qemu-user.
+"""The ppc64le trampoline of the 3.13 series and of the 3.9/3.11 backport, assembled for ppc64le and run under
+qemu-user.
 
 perf's frame-pointer call chains on 64-bit PowerPC follow the ELFv2 back chain: the doubleword at a frame's r1
 is the caller's r1, and the return address into the caller is in the caller's LR save doubleword (its r1 + 16).
 tests/data/ppc64le_frame_walk.c copies the trampoline into a page of its own, calls an evaluator through it and
-walks that chain as the kernel does: the trampoline's caller must come right after the trampoline.  It then calls
+walks that chain as the kernel does: the trampoline's caller must come right after the trampoline. It then calls
 the template directly, as a function of the same module without a local entry point, with an evaluator that
-clobbers r2 (the TOC pointer), which such a function must give back.  Forms that break either (no frame of its
+clobbers r2 (the TOC pointer), which such a function must give back. Forms that break either (no frame of its
 own; no TOC restore) are run the same way, to show the walk and the TOC check fail on them.
 
 CPython 3.13.5 has no powerpc trampoline at all (its template is empty there) and its perf_jit does not build
-for ppc64le.  The perf_jit half of the patch (the CIE and FDE) is proven only by real perf in a ppc64le guest;
-here its C is compiled for ppc64le with -Werror.  Needs Debian's gcc-powerpc64le-linux-gnu and
-qemu-user-static (.ci/run installs them); without them the tests skip, saying so.
+for ppc64le. The perf_jit half (the CIE and FDE) is built by the tree's own C for ppc64le
+(tests/data/jit_unwind_info.c, backport_unwind_info.c), run under qemu-user, and read by the check scripts the
+cells run on a real jitdump; that perf's unwinder follows it is proven only in a ppc64le guest. The perf files
+compile with -Werror. Needs Debian's gcc-powerpc64le-linux-gnu and qemu-user-static (.ci/run installs them);
+without them the tests skip, saying so.
 """
 
 from __future__ import annotations
@@ -22,19 +25,15 @@ import re
 import shutil
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
 import pytest
 
-from cpython_perf.errors import SourceUnavailable
-from cpython_perf.lanes import series_forms
-from cpython_perf.matrix import PROJECT_ROOT, load_matrix
-from cpython_perf.source import patches, sources
+from cpython_perf.matrix import PROJECT_ROOT
 
-MATRIX = load_matrix()
+from .series_trees import compile_core, jit_unwind_info, load_script, source_trees
+
 WALK = PROJECT_ROOT / "tests" / "data" / "ppc64le_frame_walk.c"
-PYCONFIG = PROJECT_ROOT / "tests" / "data" / "lp64_linux_pyconfig.h"
 CC = "powerpc64le-linux-gnu-gcc"
 QEMU = "qemu-ppc64le-static"
 
@@ -53,28 +52,25 @@ _Py_trampoline_func_end:
 """
 
 
-@pytest.fixture(scope="module")
-def trees(tmp_path_factory) -> dict[str, Path]:
-    """{"released": 3.13.5 as released, "series": the same with the 3.13 series applied}."""
+def tools_or_skip() -> None:
     missing = [tool for tool in (CC, QEMU) if shutil.which(tool) is None]
     if missing:
         pytest.skip(f"{', '.join(missing)} not installed here (Debian's gcc-powerpc64le-linux-gnu, "
                     "libc6-dev-ppc64el-cross, qemu-user-static)")
-    cell = MATRIX.cell("3.13-fp")
-    try:
-        tarball = sources.fetch_source(cell.recipe, log=lambda line: None)
-    except SourceUnavailable as exc:
-        pytest.skip(f"CPython {cell.recipe.version} is not reachable here: {str(exc).splitlines()[0]}")
-    out = {}
-    for name in ("released", "series"):
-        where = tmp_path_factory.mktemp(name)
-        with tarfile.open(tarball) as tar:
-            tar.extractall(where, filter="tar")
-        out[name] = where / cell.recipe.srcdir
-    vs = MATRIX.series_of("3.13")
-    patches.copy_additions(vs.additions, series_forms.ADDITIONS_ROOT, out["series"])
-    patches.apply_series(patches.read_series(vs.series), out["series"])
-    return out
+
+
+@pytest.fixture(scope="module")
+def trees(tmp_path_factory) -> dict[str, Path]:
+    """{"released": 3.13.5 as released, "series": the same with the 3.13 series applied}."""
+    tools_or_skip()
+    return source_trees("3.13", tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def backport(tmp_path_factory) -> Path:
+    """3.11.2 with the 3.11 series and the backport's shared files (Python-additions/, 3.9's too)."""
+    tools_or_skip()
+    return source_trees("3.11", tmp_path_factory)["series"]
 
 
 def walk(trampoline: Path, tmp_path: Path) -> tuple[subprocess.CompletedProcess, dict[str, int]]:
@@ -93,8 +89,7 @@ def test_the_series_trampoline_has_a_frame_perf_walks_through_and_keeps_r2(trees
 
 
 def test_a_trampoline_without_a_frame_of_its_own_is_not_in_the_walk(tmp_path):
-    if shutil.which(CC) is None or shutil.which(QEMU) is None:
-        pytest.skip(f"{CC} or {QEMU} not installed here")
+    tools_or_skip()
     source = tmp_path / "tail_jump.S"
     source.write_text(TAIL_JUMP)
     run, seen = walk(source, tmp_path)
@@ -140,11 +135,7 @@ def test_the_series_trampoline_is_twelve_instructions_with_its_return_label(tree
 
 
 def compile_for_ppc64le(tree: Path, source: str, tmp_path: Path) -> subprocess.CompletedProcess:
-    """source of tree compiled for ppc64le as CPython's Makefile compiles its core (-std=c11)."""
-    (tmp_path / "pyconfig.h").write_text(PYCONFIG.read_text())
-    return subprocess.run([CC, "-O2", "-std=c11", "-Wall", "-Werror", "-DPy_BUILD_CORE", f"-I{tmp_path}",
-                           f"-I{tree / 'Include'}", f"-I{tree / 'Include' / 'internal'}", "-c",
-                           "-o", str(tmp_path / "out.o"), str(tree / source)], capture_output=True, text=True)
+    return compile_core(CC, tree, source, tmp_path)
 
 
 @pytest.mark.parametrize("source", ["Python/perf_jit_trampoline.c", "Python/perf_trampoline.c"])
@@ -211,7 +202,7 @@ def test_the_unwind_check_finds_a_lost_r2(trees, tmp_path, unwind_check):
     assert len(problems) == 1 and "r2" in problems[0], problems
 
 
-def test_the_unwind_check_cfi_matches_a_gcc_style_fde(trees, tmp_path, unwind_check):
+def test_the_unwind_check_finds_a_missing_lr_rule(trees, tmp_path, unwind_check):
     """An FDE with the rows patch 33 writes (GCC's description of the same prologue, one row per
     instruction), evaluated by the check's CFI interpreter against the simulated trampoline: right at every
     instruction; and with the LR rule left out, wrong."""
@@ -242,3 +233,46 @@ def synthesized_dso(code: bytes, fde_rows: bytes) -> tuple[bytes, bytes]:
     hdr = bytes([1, 0x1B, 0x03, 0x3B]) + struct.pack("<iIii", eh_base - (hdr_base + 4), 1, -hdr_base,
                                                      eh_base + fde_start - hdr_base)
     return eh, hdr
+
+
+def test_the_backport_trampoline_has_the_same_frame_and_keeps_r2(backport, tmp_path):
+    """The 3.9/3.11 backport's trampoline (Python-additions/Python/asm_trampoline.S), walked the same way."""
+    run, seen = walk(backport / "Python" / "asm_trampoline.S", tmp_path)
+    assert seen == {"result": 42, "trampoline": 0, "caller": 1, "toc": 1}, run.stdout + run.stderr
+
+
+@pytest.mark.parametrize("source", ["Python/perf_jit_trampoline.c", "Python/perf_trampoline.c"])
+def test_the_backport_perf_sources_compile_for_ppc64le(backport, tmp_path, source):
+    proc = compile_for_ppc64le(backport, source, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_the_backport_flushes_its_copies_from_the_icache(backport, tmp_path):
+    proc = compile_for_ppc64le(backport, "Python/perf_trampoline.c", tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    code = subprocess.run(["powerpc64le-linux-gnu-objdump", "-d", str(tmp_path / "out.o")], capture_output=True,
+                          text=True, check=True).stdout
+    ops = set(re.findall(r"^\s+[0-9a-f]+:\s+(?:[0-9a-f]{2} ){4}\s*(\w+)", code, re.M))
+    assert {"dcbst", "icbi", "isync"} <= ops, sorted(ops)
+
+
+def test_the_unwind_check_decodes_the_backport_trampoline(backport, tmp_path, unwind_check):
+    code = trampoline_code(backport, tmp_path)
+    assert unwind_check.check_frame_record(code) == []
+
+
+
+@pytest.mark.parametrize("form", ["3.13", "backport"])
+def test_the_jitdump_unwind_info_describes_the_trampoline(trees, backport, tmp_path, monkeypatch, form):
+    """The .eh_frame and .eh_frame_hdr perf_jit writes (ppc64le's build of 3.13's elf_init_ehframe() with the
+    series, or of the backport's build_unwind_info(), run under qemu-user), read by the two check scripts the
+    cells run on a real jitdump: the CFI, evaluated at every instruction of the simulated trampoline, gives the
+    true CFA and return address, and the layout is perf inject's."""
+    tree = trees["series"] if form == "3.13" else backport
+    size, eh, hdr = jit_unwind_info(CC, QEMU, tree, tmp_path, form)
+    code = trampoline_code(tree, tmp_path)
+    assert size == len(code)
+    unwind = load_script("check_fix_perf_trampoline_unwind", "ppc64le", monkeypatch)
+    assert unwind.check_unwind(eh, hdr, code) == []
+    jitdump = load_script("check_jitdump", "ppc64le", monkeypatch)
+    assert jitdump.check_unwind(eh + hdr, len(hdr), size)["ra"] == unwind.REG_RA

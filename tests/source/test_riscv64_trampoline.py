@@ -1,14 +1,17 @@
-"""The 3.13 series' riscv64 trampoline, assembled for riscv64 and run under qemu-user.
+"""The riscv64 trampoline of the 3.13 series and of the 3.9/3.11 backport, assembled for riscv64 and run under
+qemu-user.
 
-perf's frame-pointer call chains on riscv64 follow s0 through {previous s0 at s0-16, return address at
-s0-8}.  tests/data/riscv64_frame_walk.c copies the trampoline into a page of its own, calls an evaluator
-through it and walks those records as the kernel does: the trampoline's caller must come right after the
-trampoline.  The same walk over CPython 3.13.5's own riscv trampoline, which builds no record, skips the
-caller: that is what the check sees when the record is missing.
+perf's frame-pointer call chains on riscv64 follow s0 through {previous s0 at s0-16, return address at s0-8}.
+tests/data/riscv64_frame_walk.c copies the trampoline into a page of its own, calls an evaluator through it and
+walks those records as the kernel does: the trampoline's caller must come right after the trampoline. The same
+walk over CPython 3.13.5's own riscv trampoline, which builds no record, skips the caller: that is what the
+check sees when the record is missing.
 
-The perf_jit half of the patch (the CIE and FDE) and the jitdump are proven only by real perf in a riscv64
-guest; here its C is compiled for riscv64 with -Werror.  Needs Debian's gcc-riscv64-linux-gnu and
-qemu-user-static (.ci/run installs them); without them the tests skip, saying so.
+The perf_jit half (the CIE and FDE) is built by the tree's own C for riscv64 (tests/data/jit_unwind_info.c,
+backport_unwind_info.c), run under qemu-user, and read by the check scripts the cells run on a real jitdump;
+that perf's unwinder follows it is proven only in a riscv64 guest. The perf files compile with -Werror. Needs
+Debian's gcc-riscv64-linux-gnu and qemu-user-static (.ci/run installs them); without them the tests skip, saying
+so.
 """
 
 from __future__ import annotations
@@ -16,44 +19,38 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import tarfile
 from pathlib import Path
 
 import pytest
 
-from cpython_perf.errors import SourceUnavailable
-from cpython_perf.lanes import series_forms
-from cpython_perf.matrix import PROJECT_ROOT, load_matrix
-from cpython_perf.source import patches, sources
+from cpython_perf.matrix import PROJECT_ROOT
 
-MATRIX = load_matrix()
+from .series_trees import compile_core, jit_unwind_info, load_script, source_trees
+
 WALK = PROJECT_ROOT / "tests" / "data" / "riscv64_frame_walk.c"
 CC = "riscv64-linux-gnu-gcc"
 QEMU = "qemu-riscv64-static"
 
 
-@pytest.fixture(scope="module")
-def trees(tmp_path_factory) -> dict[str, Path]:
-    """{"released": 3.13.5 as released, "series": the same with the 3.13 series applied}."""
+def tools_or_skip() -> None:
     missing = [tool for tool in (CC, QEMU) if shutil.which(tool) is None]
     if missing:
         pytest.skip(f"{', '.join(missing)} not installed here (Debian's gcc-riscv64-linux-gnu, "
                     "libc6-dev-riscv64-cross, qemu-user-static)")
-    cell = MATRIX.cell("3.13-fp")
-    try:
-        tarball = sources.fetch_source(cell.recipe, log=lambda line: None)
-    except SourceUnavailable as exc:
-        pytest.skip(f"CPython {cell.recipe.version} is not reachable here: {str(exc).splitlines()[0]}")
-    out = {}
-    for name in ("released", "series"):
-        where = tmp_path_factory.mktemp(name)
-        with tarfile.open(tarball) as tar:
-            tar.extractall(where, filter="tar")
-        out[name] = where / cell.recipe.srcdir
-    vs = MATRIX.series_of("3.13")
-    patches.copy_additions(vs.additions, series_forms.ADDITIONS_ROOT, out["series"])
-    patches.apply_series(patches.read_series(vs.series), out["series"])
-    return out
+
+
+@pytest.fixture(scope="module")
+def trees(tmp_path_factory) -> dict[str, Path]:
+    """{"released": 3.13.5 as released, "series": the same with the 3.13 series applied}."""
+    tools_or_skip()
+    return source_trees("3.13", tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def backport(tmp_path_factory) -> Path:
+    """3.11.2 with the 3.11 series and the backport's shared files (Python-additions/, 3.9's too)."""
+    tools_or_skip()
+    return source_trees("3.11", tmp_path_factory)["series"]
 
 
 def walk(tree: Path, tmp_path: Path) -> subprocess.CompletedProcess:
@@ -91,16 +88,8 @@ def test_the_series_trampoline_is_uncompressed_with_its_return_label(trees, tmp_
     assert addresses["_Py_trampoline_func_end"] - addresses["_Py_trampoline_func_start"] == 36
 
 
-# The LP64 Linux facts the two perf files read; configure gives the same on riscv64-linux-gnu.
-PYCONFIG = PROJECT_ROOT / "tests" / "data" / "lp64_linux_pyconfig.h"
-
-
 def compile_for_riscv64(tree: Path, source: str, tmp_path: Path) -> subprocess.CompletedProcess:
-    """source of tree compiled for riscv64 as CPython's Makefile compiles its core (-std=c11)."""
-    (tmp_path / "pyconfig.h").write_text(PYCONFIG.read_text())
-    return subprocess.run([CC, "-O2", "-std=c11", "-Wall", "-Werror", "-DPy_BUILD_CORE", f"-I{tmp_path}",
-                           f"-I{tree / 'Include'}", f"-I{tree / 'Include' / 'internal'}", "-c",
-                           "-o", str(tmp_path / "out.o"), str(tree / source)], capture_output=True, text=True)
+    return compile_core(CC, tree, source, tmp_path)
 
 
 @pytest.mark.parametrize("source", ["Python/perf_jit_trampoline.c", "Python/perf_trampoline.c"])
@@ -167,3 +156,46 @@ def test_the_unwind_check_finds_no_frame_record_in_the_released_trampoline(trees
     errors = unwind_check.check_frame_record(code)
     assert errors and errors[0].startswith("no frame record"), errors
 
+
+
+def test_the_backport_trampoline_leaves_a_record_perf_walks_through(backport, tmp_path):
+    """The 3.9/3.11 backport's trampoline (Python-additions/Python/asm_trampoline.S) is the same record."""
+    run = walk(backport, tmp_path)
+    assert fields(run) == {"result": 42, "trampoline": 0, "caller": 1}, run.stdout + run.stderr
+
+
+@pytest.mark.parametrize("source", ["Python/perf_jit_trampoline.c", "Python/perf_trampoline.c"])
+def test_the_backport_perf_sources_compile_for_riscv64(backport, tmp_path, source):
+    proc = compile_for_riscv64(backport, source, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_the_backport_flushes_its_copies_through_glibc(backport, tmp_path):
+    proc = compile_for_riscv64(backport, "Python/perf_trampoline.c", tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    calls = subprocess.run(["riscv64-linux-gnu-objdump", "-dr", str(tmp_path / "out.o")], capture_output=True,
+                           text=True, check=True).stdout
+    called = set(re.findall(r"R_RISCV_CALL(?:_PLT)?\s+(\S+)", calls))
+    assert "__riscv_flush_icache" in called and "__clear_cache" not in called, sorted(called)
+
+
+def test_the_unwind_check_decodes_the_backport_trampoline(backport, tmp_path, unwind_check):
+    code = trampoline_code(backport, tmp_path)
+    assert unwind_check.check_frame_record(code) == []
+
+
+
+@pytest.mark.parametrize("form", ["3.13", "backport"])
+def test_the_jitdump_unwind_info_describes_the_trampoline(trees, backport, tmp_path, monkeypatch, form):
+    """The .eh_frame and .eh_frame_hdr perf_jit writes (riscv64's build of 3.13's elf_init_ehframe() with the
+    series, or of the backport's build_unwind_info(), run under qemu-user), read by the two check scripts the
+    cells run on a real jitdump: the CFI, evaluated at every instruction of the simulated trampoline, gives the
+    true CFA and return address, and the layout is perf inject's."""
+    tree = trees["series"] if form == "3.13" else backport
+    size, eh, hdr = jit_unwind_info(CC, QEMU, tree, tmp_path, form)
+    code = trampoline_code(tree, tmp_path)
+    assert size == len(code)
+    unwind = load_script("check_fix_perf_trampoline_unwind", "riscv64", monkeypatch)
+    assert unwind.check_unwind(eh, hdr, code) == []
+    jitdump = load_script("check_jitdump", "riscv64", monkeypatch)
+    assert jitdump.check_unwind(eh + hdr, len(hdr), size)["ra"] == unwind.REG_RA
