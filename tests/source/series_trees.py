@@ -3,8 +3,10 @@ series' trampolines and perf files (tests/source/test_riscv64_trampoline.py, tes
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import tarfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,38 @@ MATRIX = load_matrix()
 # The LP64 Linux facts the perf files read, as configure gives them on riscv64-linux-gnu and
 # powerpc64le-linux-gnu
 PYCONFIG = PROJECT_ROOT / "tests" / "data" / "lp64_linux_pyconfig.h"
+
+
+@dataclass(frozen=True)
+class CrossArch:
+    """A foreign arch's cross toolchain and qemu-user, as Debian names them."""
+
+    name: str
+    triplet: str
+    qemu: str
+    packages: str                 # what to install for them
+    asflags: tuple[str, ...] = ()  # how the trampoline's assembly is assembled for the checks of its bytes
+
+    @property
+    def cc(self) -> str:
+        return f"{self.triplet}-gcc"
+
+    def tool(self, name: str) -> str:
+        return f"{self.triplet}-{name}"
+
+    def tools_or_skip(self) -> None:
+        missing = [tool for tool in (self.cc, self.qemu) if shutil.which(tool) is None]
+        if missing:
+            pytest.skip(f"{', '.join(missing)} not installed here (Debian's {self.packages}, qemu-user-static)")
+
+
+CROSS_ARCHES = {
+    # rv64gc: the compressed forms an assembler makes of 3.13.5's own riscv trampoline
+    "riscv64": CrossArch("riscv64", "riscv64-linux-gnu", "qemu-riscv64-static",
+                         "gcc-riscv64-linux-gnu, libc6-dev-riscv64-cross", ("-march=rv64gc",)),
+    "ppc64le": CrossArch("ppc64le", "powerpc64le-linux-gnu", "qemu-ppc64le-static",
+                         "gcc-powerpc64le-linux-gnu, libc6-dev-ppc64el-cross"),
+}
 
 
 def source_trees(version: str, where) -> dict[str, Path]:
@@ -41,7 +75,8 @@ def source_trees(version: str, where) -> dict[str, Path]:
 
 
 def compile_core(cc: str, tree: Path, source: str, tmp_path: Path) -> subprocess.CompletedProcess:
-    """source of tree compiled with cc as CPython's Makefile compiles its core (-std=c11, -Werror here)."""
+    """source of tree compiled with cc as CPython's Makefile compiles its core (-std=c11, -Werror here) into
+    tmp_path/out.o."""
     (tmp_path / "pyconfig.h").write_text(PYCONFIG.read_text())
     return subprocess.run([cc, "-O2", "-std=c11", "-Wall", "-Werror", "-DPy_BUILD_CORE", f"-I{tmp_path}",
                            f"-I{tree / 'Include'}", f"-I{tree / 'Include' / 'internal'}", "-c",
@@ -84,3 +119,21 @@ def load_script(name: str, machine: str, monkeypatch):
     spec.loader.exec_module(module)
     monkeypatch.delitem(sys.modules, module_name, raising=False)
     return module
+
+
+def template_symbols(arch: CrossArch, assembly: Path, tmp_path: Path) -> dict[str, int]:
+    """{symbol: address} of an assembly file's trampoline template, assembled for arch."""
+    obj = tmp_path / "trampoline.o"
+    subprocess.run([arch.cc, *arch.asflags, "-c", "-o", str(obj), str(assembly)], check=True)
+    listing = subprocess.run([arch.tool("nm"), str(obj)], capture_output=True, text=True, check=True).stdout
+    return {name: int(addr, 16) for addr, _, name in (line.split() for line in listing.splitlines())}
+
+
+def trampoline_code(arch: CrossArch, assembly: Path, tmp_path: Path) -> bytes:
+    """The bytes of an assembly file's template, _Py_trampoline_func_start to _end, as arch's assembler makes
+    them."""
+    at = template_symbols(arch, assembly, tmp_path)
+    raw = tmp_path / "trampoline.bin"
+    subprocess.run([arch.tool("objcopy"), "-O", "binary", "-j", ".text", str(tmp_path / "trampoline.o"), str(raw)],
+                   check=True)
+    return raw.read_bytes()[at["_Py_trampoline_func_start"]:at["_Py_trampoline_func_end"]]

@@ -19,23 +19,18 @@ without them the tests skip, saying so.
 
 from __future__ import annotations
 
-import importlib.util
-import platform
 import re
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
-import pytest
 
 from cpython_perf.matrix import PROJECT_ROOT
 
-from .series_trees import compile_core, jit_unwind_info, load_script, source_trees
+from .series_trees import CROSS_ARCHES, compile_core, template_symbols, trampoline_code
 
 WALK = PROJECT_ROOT / "tests" / "data" / "ppc64le_frame_walk.c"
-CC = "powerpc64le-linux-gnu-gcc"
-QEMU = "qemu-ppc64le-static"
+CROSS = PPC64LE = CROSS_ARCHES["ppc64le"]
+CC, QEMU = PPC64LE.cc, PPC64LE.qemu
 
 # Broken forms of the trampoline: one that jumps to the evaluator without a frame of its own, and the series'
 # without its r2 save and restore.
@@ -50,27 +45,6 @@ _Py_trampoline_func_start:
 _Py_trampoline_func_end:
     .section .note.GNU-stack,"",@progbits
 """
-
-
-def tools_or_skip() -> None:
-    missing = [tool for tool in (CC, QEMU) if shutil.which(tool) is None]
-    if missing:
-        pytest.skip(f"{', '.join(missing)} not installed here (Debian's gcc-powerpc64le-linux-gnu, "
-                    "libc6-dev-ppc64el-cross, qemu-user-static)")
-
-
-@pytest.fixture(scope="module")
-def trees(tmp_path_factory) -> dict[str, Path]:
-    """{"released": 3.13.5 as released, "series": the same with the 3.13 series applied}."""
-    tools_or_skip()
-    return source_trees("3.13", tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def backport(tmp_path_factory) -> Path:
-    """3.11.2 with the 3.11 series and the backport's shared files (Python-additions/, 3.9's too)."""
-    tools_or_skip()
-    return source_trees("3.11", tmp_path_factory)["series"]
 
 
 def walk(trampoline: Path, tmp_path: Path) -> tuple[subprocess.CompletedProcess, dict[str, int]]:
@@ -89,7 +63,6 @@ def test_the_series_trampoline_has_a_frame_perf_walks_through_and_keeps_r2(trees
 
 
 def test_a_trampoline_without_a_frame_of_its_own_is_not_in_the_walk(tmp_path):
-    tools_or_skip()
     source = tmp_path / "tail_jump.S"
     source.write_text(TAIL_JUMP)
     run, seen = walk(source, tmp_path)
@@ -115,44 +88,21 @@ def test_a_trampoline_that_loses_r2_fails_its_direct_caller(trees, tmp_path):
 
 def test_released_313_has_no_ppc64le_trampoline(trees, tmp_path):
     """3.13.5's template is empty on 64-bit PowerPC (asm_trampoline.S has no branch for it)."""
-    symbols = template_symbols(trees["released"], tmp_path)
+    symbols = template_symbols(PPC64LE, trees["released"] / "Python" / "asm_trampoline.S", tmp_path)
     assert symbols["_Py_trampoline_func_end"] == symbols["_Py_trampoline_func_start"]
-
-
-def template_symbols(tree: Path, tmp_path: Path) -> dict[str, int]:
-    obj = tmp_path / "asm_trampoline.o"
-    subprocess.run([CC, "-c", "-o", str(obj), str(tree / "Python" / "asm_trampoline.S")], check=True)
-    listing = subprocess.run(["powerpc64le-linux-gnu-nm", str(obj)], capture_output=True, text=True,
-                             check=True).stdout
-    return {name: int(addr, 16) for addr, _, name in (line.split() for line in listing.splitlines())}
 
 
 def test_the_series_trampoline_is_twelve_instructions_with_its_return_label(trees, tmp_path):
     """The FDE of perf_jit_trampoline.c counts them: the call's return at +28, the end at +48."""
-    at = template_symbols(trees["series"], tmp_path)
+    at = template_symbols(PPC64LE, trees["series"] / "Python" / "asm_trampoline.S", tmp_path)
     assert at["_Py_trampoline_func_return"] - at["_Py_trampoline_func_start"] == 28
     assert at["_Py_trampoline_func_end"] - at["_Py_trampoline_func_start"] == 48
-
-
-def compile_for_ppc64le(tree: Path, source: str, tmp_path: Path) -> subprocess.CompletedProcess:
-    return compile_core(CC, tree, source, tmp_path)
-
-
-@pytest.mark.parametrize("source", ["Python/perf_jit_trampoline.c", "Python/perf_trampoline.c"])
-def test_the_perf_sources_compile_for_ppc64le(trees, tmp_path, source):
-    proc = compile_for_ppc64le(trees["series"], source, tmp_path)
-    assert proc.returncode == 0, proc.stderr
-
-
-def test_released_perf_jit_does_not_build_for_ppc64le(trees, tmp_path):
-    proc = compile_for_ppc64le(trees["released"], "Python/perf_jit_trampoline.c", tmp_path)
-    assert proc.returncode != 0 and "Unsupported target architecture" in proc.stderr, proc.stderr
 
 
 def test_the_trampoline_copies_are_flushed_from_the_icache(trees, tmp_path):
     """dcbst and icbi in new_code_arena's object code: GCC's __builtin___clear_cache() expands to nothing on
     powerpc64le and libgcc's __clear_cache() is an empty function there."""
-    proc = compile_for_ppc64le(trees["series"], "Python/perf_trampoline.c", tmp_path)
+    proc = compile_core(CC, trees["series"], "Python/perf_trampoline.c", tmp_path)
     assert proc.returncode == 0, proc.stderr
     code = subprocess.run(["powerpc64le-linux-gnu-objdump", "-dr", str(tmp_path / "out.o")], capture_output=True,
                           text=True, check=True).stdout
@@ -161,32 +111,10 @@ def test_the_trampoline_copies_are_flushed_from_the_icache(trees, tmp_path):
     assert not re.search(r"R_PPC64_REL24\s+__clear_cache", code)
 
 
-def trampoline_code(tree: Path, tmp_path: Path) -> bytes:
-    """The bytes of tree's trampoline, _Py_trampoline_func_start to _end."""
-    obj, raw = tmp_path / "trampoline.o", tmp_path / "trampoline.bin"
-    subprocess.run([CC, "-c", "-o", str(obj), str(tree / "Python" / "asm_trampoline.S")], check=True)
-    subprocess.run(["powerpc64le-linux-gnu-objcopy", "-O", "binary", "-j", ".text", str(obj), str(raw)], check=True)
-    at = template_symbols(tree, tmp_path)
-    return raw.read_bytes()[at["_Py_trampoline_func_start"]:at["_Py_trampoline_func_end"]]
-
-
-@pytest.fixture
-def unwind_check(monkeypatch):
-    """conformance/scripts/check_fix_perf_trampoline_unwind.py as it loads on a ppc64le machine."""
-    scripts = PROJECT_ROOT / "conformance" / "scripts"
-    monkeypatch.syspath_prepend(str(scripts))
-    monkeypatch.setattr(platform, "machine", lambda: "ppc64le")
-    spec = importlib.util.spec_from_file_location("unwind_check_ppc64le", scripts / "check_fix_perf_trampoline_unwind.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    monkeypatch.delitem(sys.modules, "unwind_check_ppc64le", raising=False)
-    return module
-
-
 def test_the_unwind_check_decodes_the_series_trampoline_as_a_back_chain(trees, tmp_path, unwind_check):
     """The check script the ppc64le cells run on their live trampolines (and on the jitdump's code) reads the
     assembler's own bytes of the series' trampoline."""
-    code = trampoline_code(trees["series"], tmp_path)
+    code = trampoline_code(PPC64LE, trees["series"] / "Python" / "asm_trampoline.S", tmp_path)
     kinds = [kind for _, _, kind in unwind_check.decode(code)]
     assert kinds == ["mflr_r0", "std_r0_16", "stdu32", "std_toc", "nop", "nop", "call", "ld_toc", "add32",
                      "ld_r0_16", "mtlr_r0", "ret"]
@@ -194,11 +122,8 @@ def test_the_unwind_check_decodes_the_series_trampoline_as_a_back_chain(trees, t
 
 
 def test_the_unwind_check_finds_a_lost_r2(trees, tmp_path, unwind_check):
-    source = without_toc_restore(trees["series"], tmp_path)
-    obj, raw = tmp_path / "no_toc.o", tmp_path / "no_toc.bin"
-    subprocess.run([CC, "-c", "-o", str(obj), str(source)], check=True)
-    subprocess.run(["powerpc64le-linux-gnu-objcopy", "-O", "binary", "-j", ".text", str(obj), str(raw)], check=True)
-    problems = unwind_check.check_frame_record(raw.read_bytes())
+    code = trampoline_code(PPC64LE, without_toc_restore(trees["series"], tmp_path), tmp_path)
+    problems = unwind_check.check_frame_record(code)
     assert len(problems) == 1 and "r2" in problems[0], problems
 
 
@@ -206,7 +131,7 @@ def test_the_unwind_check_finds_a_missing_lr_rule(trees, tmp_path, unwind_check)
     """An FDE with the rows patch 33 writes (GCC's description of the same prologue, one row per
     instruction), evaluated by the check's CFI interpreter against the simulated trampoline: right at every
     instruction; and with the LR rule left out, wrong."""
-    code = trampoline_code(trees["series"], tmp_path)
+    code = trampoline_code(PPC64LE, trees["series"] / "Python" / "asm_trampoline.S", tmp_path)
     fde_rows = bytes([0x40 | 2, 0x11, 65, 0x7E,      # advance 2; offset_extended_sf r65, -2 (CFA+16)
                       0x40 | 1, 0x0E, 32,            # advance 1; def_cfa_offset 32
                       0x40 | 6, 0x0E, 0,             # advance 6; def_cfa_offset 0
@@ -241,14 +166,8 @@ def test_the_backport_trampoline_has_the_same_frame_and_keeps_r2(backport, tmp_p
     assert seen == {"result": 42, "trampoline": 0, "caller": 1, "toc": 1}, run.stdout + run.stderr
 
 
-@pytest.mark.parametrize("source", ["Python/perf_jit_trampoline.c", "Python/perf_trampoline.c"])
-def test_the_backport_perf_sources_compile_for_ppc64le(backport, tmp_path, source):
-    proc = compile_for_ppc64le(backport, source, tmp_path)
-    assert proc.returncode == 0, proc.stderr
-
-
 def test_the_backport_flushes_its_copies_from_the_icache(backport, tmp_path):
-    proc = compile_for_ppc64le(backport, "Python/perf_trampoline.c", tmp_path)
+    proc = compile_core(CC, backport, "Python/perf_trampoline.c", tmp_path)
     assert proc.returncode == 0, proc.stderr
     code = subprocess.run(["powerpc64le-linux-gnu-objdump", "-d", str(tmp_path / "out.o")], capture_output=True,
                           text=True, check=True).stdout
@@ -256,23 +175,3 @@ def test_the_backport_flushes_its_copies_from_the_icache(backport, tmp_path):
     assert {"dcbst", "icbi", "isync"} <= ops, sorted(ops)
 
 
-def test_the_unwind_check_decodes_the_backport_trampoline(backport, tmp_path, unwind_check):
-    code = trampoline_code(backport, tmp_path)
-    assert unwind_check.check_frame_record(code) == []
-
-
-
-@pytest.mark.parametrize("form", ["3.13", "backport"])
-def test_the_jitdump_unwind_info_describes_the_trampoline(trees, backport, tmp_path, monkeypatch, form):
-    """The .eh_frame and .eh_frame_hdr perf_jit writes (ppc64le's build of 3.13's elf_init_ehframe() with the
-    series, or of the backport's build_unwind_info(), run under qemu-user), read by the two check scripts the
-    cells run on a real jitdump: the CFI, evaluated at every instruction of the simulated trampoline, gives the
-    true CFA and return address, and the layout is perf inject's."""
-    tree = trees["series"] if form == "3.13" else backport
-    size, eh, hdr = jit_unwind_info(CC, QEMU, tree, tmp_path, form)
-    code = trampoline_code(tree, tmp_path)
-    assert size == len(code)
-    unwind = load_script("check_fix_perf_trampoline_unwind", "ppc64le", monkeypatch)
-    assert unwind.check_unwind(eh, hdr, code) == []
-    jitdump = load_script("check_jitdump", "ppc64le", monkeypatch)
-    assert jitdump.check_unwind(eh + hdr, len(hdr), size)["ra"] == unwind.REG_RA
