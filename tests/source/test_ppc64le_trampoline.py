@@ -3,7 +3,7 @@ qemu-user.
 
 perf's frame-pointer call chains on 64-bit PowerPC follow the ELFv2 back chain: the doubleword at a frame's r1
 is the caller's r1, and the return address into the caller is in the caller's LR save doubleword (its r1 + 16).
-tests/data/ppc64le_frame_walk.c copies the trampoline into a page of its own, calls an evaluator through it and
+tests/data/frame_walk.c copies the trampoline into a page of its own, calls an evaluator through it and
 walks that chain as the kernel does: the trampoline's caller must come right after the trampoline. It then calls
 the template directly, as a function of the same module without a local entry point, with an evaluator that
 clobbers r2 (the TOC pointer), which such a function must give back. Forms that break either (no frame of its
@@ -28,7 +28,7 @@ from cpython_perf.matrix import PROJECT_ROOT
 
 from .series_trees import CROSS_ARCHES, compile_core, template_symbols, trampoline_code
 
-WALK = PROJECT_ROOT / "tests" / "data" / "ppc64le_frame_walk.c"
+WALK = PROJECT_ROOT / "tests" / "data" / "frame_walk.c"
 CROSS = PPC64LE = CROSS_ARCHES["ppc64le"]
 CC, QEMU = PPC64LE.cc, PPC64LE.qemu
 

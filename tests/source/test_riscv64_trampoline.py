@@ -2,7 +2,7 @@
 qemu-user.
 
 perf's frame-pointer call chains on riscv64 follow s0 through {previous s0 at s0-16, return address at s0-8}.
-tests/data/riscv64_frame_walk.c copies the trampoline into a page of its own, calls an evaluator through it and
+tests/data/frame_walk.c copies the trampoline into a page of its own, calls an evaluator through it and
 walks those records as the kernel does: the trampoline's caller must come right after the trampoline. The same
 walk over CPython 3.13.5's own riscv trampoline, which builds no record, skips the caller: that is what the
 check sees when the record is missing.
@@ -25,7 +25,7 @@ from cpython_perf.matrix import PROJECT_ROOT
 
 from .series_trees import CROSS_ARCHES, compile_core, template_symbols, trampoline_code
 
-WALK = PROJECT_ROOT / "tests" / "data" / "riscv64_frame_walk.c"
+WALK = PROJECT_ROOT / "tests" / "data" / "frame_walk.c"
 CROSS = RISCV64 = CROSS_ARCHES["riscv64"]
 CC, QEMU = RISCV64.cc, RISCV64.qemu
 
