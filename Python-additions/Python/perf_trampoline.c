@@ -1049,9 +1049,9 @@ template_size(void)
 #if defined(__powerpc64__)
 #include <sys/auxv.h>                 // getauxval(), AT_DCACHEBSIZE
 
-/* A cache block size the kernel gave in the auxiliary vector, or the
-   smallest a 64-bit POWER processor has: a smaller step than the real one
-   only repeats an operation on a block. */
+/* A cache block size the kernel gave in the auxiliary vector, or 16 bytes,
+   less than any 64-bit PowerPC's: a smaller step than the real one only
+   repeats an operation on a block. */
 static uintptr_t
 cache_block_size(unsigned long type)
 {
