@@ -1,8 +1,9 @@
 """`record --container NAME --live`: a top-like view of a running container's Python processes from the node.
 
 A cell container runs the seed chain under -X perf (outside_workers.py, no workers); `record --container --live`
-(cpython_perf.record.outside, windows of one second for four seconds) must show, window after window, a table
-whose Python section names py::foo, py::bar, py::baz and py::<module> of the program, each outer function in at
+(cpython_perf.record.outside, windows of one second for ten seconds: each window also starts two containers,
+perf record's and perf script's, which on a loaded machine took the first window past four seconds) must show,
+window after window, a table whose Python section names py::foo, py::bar, py::baz and py::<module> of the program, each outer function in at
 least as many samples as the one it calls; and the last window's recording, kept in DIR, must carry the whole
 chain in the samples inside foo as every recording of the suite (perf_samples.min_chain_fraction).
 """
@@ -45,7 +46,7 @@ def _started(container):
 
 
 def _args(container, out, **more):
-    values = dict(container=container.id, pid=[], mode=None, seconds=4.0, out=str(out), frequency=999,
+    values = dict(container=container.id, pid=[], mode=None, seconds=10.0, out=str(out), frequency=999,
                   perf_image=None, host_perf=False, perf_args=[], live=True, interval=1.0, entries=15)
     values.update(more)
     return argparse.Namespace(**values)
