@@ -103,6 +103,11 @@ def cfa_states(prog, code_align, data_align, initial=None):
     i = 0
     def snap():
         return (state["reg"], state["off"], tuple(sorted(state["saved"].items())))
+    def restore(reg):           # DW_CFA_restore and restore_extended: the CIE's rule again
+        if reg in init_saved:
+            state["saved"][reg] = init_saved[reg]
+        else:
+            state["saved"].pop(reg, None)
     while i < len(prog):
         op = prog[i]
         i += 1
@@ -114,10 +119,7 @@ def cfa_states(prog, code_align, data_align, initial=None):
             off, i = uleb(prog, i)
             state["saved"][lo] = off * data_align
         elif hi == 0xC0:        # restore
-            if lo in init_saved:
-                state["saved"][lo] = init_saved[lo]
-            else:
-                state["saved"].pop(lo, None)
+            restore(lo)
         elif op == 0x00:        # nop
             pass
         elif op == 0x11:        # offset_extended_sf (ppc64le: LR, register 65, above the CFA)
@@ -126,10 +128,7 @@ def cfa_states(prog, code_align, data_align, initial=None):
             state["saved"][reg] = off * data_align
         elif op == 0x06:        # restore_extended
             reg, i = uleb(prog, i)
-            if reg in init_saved:
-                state["saved"][reg] = init_saved[reg]
-            else:
-                state["saved"].pop(reg, None)
+            restore(reg)
         elif op == 0x0C:        # def_cfa
             state["reg"], i = uleb(prog, i)
             state["off"], i = uleb(prog, i)
